@@ -1,0 +1,2 @@
+"""Kafka and Avro connectors: schemas, the embedded broker launcher, producers and consumers
+(``privstream.connectors``)."""

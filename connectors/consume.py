@@ -1,0 +1,295 @@
+"""Consumer helpers for command-line and test use (Flink jobs use Flink's own KafkaSource).
+
+- Manual partition assignment (no group join: tansu holds joins for ~session_timeout/2).
+- Offsets: with a ``group_id``, reading starts at the group's committed offsets (``start="committed"``,
+  falling back to the earliest offset) and :meth:`RecordConsumer.commit` commits exactly what was
+  returned so far, so a restarted consumer resumes without loss or duplicates.
+- Every message is decoded with :mod:`privstream.connectors.avro_codec`; undecodable ones go to the
+  dead-letter topic with the reason (flushed before any commit past them); none is dropped.
+- :class:`EventConsumer` flattens ``Event``/``EventBatch`` messages into numpy columns and detects the
+  end of a bounded run by ``EndMarker`` messages or a known event count (never by end offsets).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from privstream.connectors.avro_codec import AvroDecodeError, default_registry
+from privstream.connectors.clients import kafka_consumer, kafka_producer
+from privstream.connectors.dead_letter import DeadLetterSink
+from privstream.connectors.topics import EVENTS
+
+from privstream.datagen import EventColumns
+
+Start = Literal["committed", "earliest"]
+
+
+@dataclass(frozen=True)
+class DecodedRecord:
+    """One decoded message and where it came from."""
+
+    schema: str
+    value: dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    raw: bytes  #: the original message value
+
+
+class RecordConsumer:
+    """Decoding consumer of one topic with manually assigned partitions."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: Sequence[int] | None = None,
+        group_id: str | None = None,
+        start: Start = "committed",
+        dead_letters: bool = True,
+        **consumer_config: Any,
+    ) -> None:
+        from kafka import TopicPartition
+
+        if start not in ("committed", "earliest"):
+            raise ValueError(f"start: expected 'committed' or 'earliest', got {start!r}")
+        self.topic = topic
+        self.group_id = group_id
+        self._registry = default_registry()
+        consumer_config.setdefault("session_timeout_ms", 6000)
+        self._consumer = kafka_consumer(bootstrap, group_id=group_id, **consumer_config)
+        available = self._consumer.partitions_for_topic(topic)
+        if not available:
+            self._consumer.close()
+            raise ValueError(f"topic: {topic!r} does not exist on {bootstrap}")
+        chosen = sorted(available) if partitions is None else sorted(set(partitions))
+        if not set(chosen) <= set(available):
+            self._consumer.close()
+            raise ValueError(f"partitions: {chosen} not all in {topic!r}'s partitions {sorted(available)}")
+        self.partitions: list[int] = chosen
+        self._tps = {p: TopicPartition(topic, p) for p in chosen}
+        self._consumer.assign(list(self._tps.values()))
+        if start == "earliest" or group_id is None:
+            self._consumer.seek_to_beginning(*self._tps.values())
+        self._next_offsets: dict[int, int] = {}
+        self._bootstrap = bootstrap
+        self._dead_letters_enabled = dead_letters
+        self._dlq_producer: Any = None
+        self._dead_letters: DeadLetterSink | None = None
+        self.records_returned = 0
+
+    @property
+    def dead_lettered(self) -> int:
+        """How many messages this consumer sent to the dead-letter topic."""
+        return 0 if self._dead_letters is None else self._dead_letters.count
+
+    def dead_letter(
+        self, *, value: bytes | None, key: bytes | None, error: str, topic: str, partition: int, offset: int
+    ) -> None:
+        """Send one message to ``<topic>-dlq`` with the reason (raises instead if dead letters are off)."""
+        if not self._dead_letters_enabled:
+            raise AvroDecodeError(f"{topic}[{partition}]@{offset}: {error}")
+        if self._dead_letters is None:  # created on first use: most consumers never need it
+            self._dlq_producer = kafka_producer(self._bootstrap)
+            self._dead_letters = DeadLetterSink(self._dlq_producer)
+        self._dead_letters.send(
+            value=value, key=key, error=error, topic=topic, partition=partition, offset=offset
+        )
+
+    def poll(self, timeout_ms: int = 500, max_records: int | None = None) -> list[DecodedRecord]:
+        """Decoded records in partition order; undecodable messages go to the dead-letter topic."""
+        batches = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        out: list[DecodedRecord] = []
+        decode = self._registry.decode
+        for tp in sorted(batches, key=lambda t: t.partition):
+            messages = batches[tp]
+            for message in messages:
+                try:
+                    schema, value = decode(message.value)
+                except AvroDecodeError as exc:
+                    self.dead_letter(
+                        value=message.value,
+                        key=message.key,
+                        error=f"AvroDecodeError: {exc.reason}",
+                        topic=message.topic,
+                        partition=message.partition,
+                        offset=message.offset,
+                    )
+                    continue
+                out.append(
+                    DecodedRecord(
+                        schema,
+                        value,
+                        message.topic,
+                        message.partition,
+                        message.offset,
+                        message.key,
+                        message.value,
+                    )
+                )
+            if messages:
+                self._next_offsets[tp.partition] = messages[-1].offset + 1
+        self.records_returned += len(out)
+        return out
+
+    def positions(self) -> dict[int, int]:
+        """Next offset per partition after what has been returned (only partitions read so far)."""
+        return dict(self._next_offsets)
+
+    def commit(self) -> dict[int, int]:
+        """Flush dead letters, then commit the offsets after everything returned so far (needs ``group_id``)."""
+        from kafka.structs import OffsetAndMetadata
+
+        if self.group_id is None:
+            raise ValueError("group_id: committing offsets needs a consumer group id")
+        if self._dead_letters is not None:
+            self._dead_letters.flush()
+        offsets = {self._tps[p]: OffsetAndMetadata(o, "", -1) for p, o in self._next_offsets.items()}
+        if offsets:
+            self._consumer.commit(offsets)
+        return dict(self._next_offsets)
+
+    def committed(self) -> dict[int, int | None]:
+        """The group's committed offset per assigned partition (None if none)."""
+        return {p: self._consumer.committed(tp) for p, tp in self._tps.items()}
+
+    def close(self) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.flush()
+        if self._dlq_producer is not None:
+            self._dlq_producer.close()
+        self._consumer.close()
+
+    def __enter__(self) -> RecordConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    if all(type(v) is int for v in values):
+        return np.array(values, dtype=np.int64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def append_events(
+    schema: str, value: dict[str, Any], items: list[Any], users: list[Any], times: list[int]
+) -> bool:
+    """Append a decoded ``Event``/``EventBatch`` to column lists; False for any other schema."""
+    if schema == "EventBatch":
+        events = value["events"]
+        items.extend([e["item"] for e in events])
+        users.extend([e["user_id"] for e in events])
+        times.extend([e["event_time"] for e in events])
+        return True
+    if schema == "Event":
+        items.append(value["item"])
+        users.append(value["user_id"])
+        times.append(value["event_time"])
+        return True
+    return False
+
+
+def columns_from_events(items: list[Any], users: list[Any], times: list[int]) -> EventColumns:
+    """Numpy columns: int64 items/users when all are ints (else object arrays); users None if all missing."""
+    user_column = None if all(u is None for u in users) else _column(users)
+    return EventColumns(_column(items), user_column, np.array(times, dtype=np.int64))
+
+
+class EventConsumer(RecordConsumer):
+    """Reads ``Event``/``EventBatch`` messages as numpy columns; counts ``EndMarker`` messages per partition."""
+
+    def __init__(
+        self, bootstrap: str, topic: str = EVENTS, *, expected_producers: int = 1, **kwargs: Any
+    ) -> None:
+        if (
+            isinstance(expected_producers, bool)
+            or not isinstance(expected_producers, int)
+            or expected_producers < 1
+        ):
+            raise ValueError(f"expected_producers: must be an int >= 1, got {expected_producers!r}")
+        super().__init__(bootstrap, topic, **kwargs)
+        self.expected_producers = expected_producers
+        self.end_markers: dict[int, list[dict[str, Any]]] = {p: [] for p in self.partitions}
+
+    @property
+    def ended(self) -> bool:
+        """True once every assigned partition has an ``EndMarker`` from each expected producer."""
+        return all(len(markers) >= self.expected_producers for markers in self.end_markers.values())
+
+    def poll_columns(self, timeout_ms: int = 500, max_records: int | None = None) -> EventColumns:
+        items: list[Any] = []
+        users: list[Any] = []
+        times: list[int] = []
+        for record in self.poll(timeout_ms, max_records):
+            if append_events(record.schema, record.value, items, users, times):
+                continue
+            if record.schema == "EndMarker":
+                self.end_markers[record.partition].append(record.value)
+            else:
+                self.dead_letter(
+                    value=record.raw,
+                    key=record.key,
+                    error=f"unexpected schema {record.schema} on topic {record.topic}",
+                    topic=record.topic,
+                    partition=record.partition,
+                    offset=record.offset,
+                )
+        return columns_from_events(items, users, times)
+
+    def read(
+        self,
+        count: int | None = None,
+        *,
+        until_end: bool = False,
+        timeout_s: float = 60.0,
+        max_records: int | None = None,
+    ) -> EventColumns:
+        """Poll until ``count`` events were read and/or (``until_end``) every partition ended.
+
+        Whole polls are returned, so the result can exceed ``count`` (``max_records`` caps messages per
+        poll, for a finer stop). Raises
+        ``TimeoutError`` (with the progress) if the condition is not met within ``timeout_s``.
+        """
+        if count is None and not until_end:
+            raise ValueError("count/until_end: give an event count, until_end=True, or both")
+        parts: list[EventColumns] = []
+        total = 0
+        deadline = time.monotonic() + timeout_s
+        while not ((count is None or total >= count) and (not until_end or self.ended)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"read {total} events (wanted {count}), end markers {self._marker_summary()} after {timeout_s:g} s"
+                )
+            chunk = self.poll_columns(timeout_ms=200, max_records=max_records)
+            if len(chunk):
+                parts.append(chunk)
+                total += len(chunk)
+        return concat_columns(parts)
+
+    def _marker_summary(self) -> dict[int, int]:
+        return {p: len(m) for p, m in self.end_markers.items()}
+
+
+def concat_columns(parts: Sequence[EventColumns]) -> EventColumns:
+    """Concatenate column chunks (object dtype wins; users None only if all chunks lack users)."""
+    if not parts:
+        return EventColumns(np.empty(0, dtype=np.int64), None, np.empty(0, dtype=np.int64))
+    items = np.concatenate([p.items for p in parts]) if len(parts) > 1 else parts[0].items
+    if all(p.user_ids is None for p in parts):
+        users = None
+    else:
+        users = np.concatenate(
+            [p.user_ids if p.user_ids is not None else np.full(len(p), None, dtype=object) for p in parts]
+        )
+    times = np.concatenate([p.event_time_ms for p in parts])
+    return EventColumns(items, users, times)

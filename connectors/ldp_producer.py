@@ -1,0 +1,83 @@
+"""The LDP client's transport: randomise each value on the client, send only the report.
+
+:class:`LdpProducer` owns a :class:`privstream.ldp.LocalRandomiser`. :meth:`LdpProducer.submit`
+takes a raw value, randomises it *in this process* and sends the resulting
+:class:`privstream.ldp.LdpReport` (Avro ``LdpReport``) to ``ldp-reports``; the raw value is never
+encoded. :meth:`LdpProducer.send_report` accepts only ``LdpReport`` objects produced by the same
+randomiser (anything else raises ``TypeError``/``ValueError``), and there is no method that sends
+bytes, strings or numbers. Messages carry no key (a key would link reports).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privstream.connectors.avro_codec import default_registry
+from privstream.connectors.clients import kafka_producer
+from privstream.connectors.topics import LDP_REPORTS
+
+from privstream.ldp import LdpReport, LocalRandomiser
+
+
+def report_to_record(report: LdpReport) -> dict[str, Any]:
+    """The Avro ``LdpReport`` record for a report."""
+    if not isinstance(report, LdpReport):
+        raise TypeError(f"report: only LdpReport objects can be encoded, got {type(report).__name__}")
+    return {
+        "scheme": report.scheme,
+        "parameters": dict(report.parameters),
+        "state_version": report.state_version,
+        "payload": report.payload,
+        "report_time": report.report_time_ms,
+    }
+
+
+def report_from_record(record: dict[str, Any]) -> LdpReport:
+    """Rebuild a report from a decoded Avro ``LdpReport`` record (server side)."""
+    return LdpReport(
+        scheme=record["scheme"],
+        parameters=LdpReport.canonical_parameters(record["parameters"]),
+        payload=record["payload"],
+        state_version=record["state_version"],
+        report_time_ms=record["report_time"],
+    )
+
+
+class LdpProducer:
+    """Sends locally randomised reports of one randomiser to ``topic`` (default ``ldp-reports``)."""
+
+    def __init__(
+        self, bootstrap: str, randomiser: LocalRandomiser, topic: str = LDP_REPORTS, **producer_config: Any
+    ) -> None:
+        if not isinstance(randomiser, LocalRandomiser):
+            raise TypeError(f"randomiser: expected a LocalRandomiser, got {type(randomiser).__name__}")
+        self.topic = topic
+        self.randomiser = randomiser
+        self.reports_sent = 0
+        self.__registry = default_registry()
+        self.__producer = kafka_producer(bootstrap, **producer_config)
+
+    def submit(self, value: Any) -> None:
+        """Randomise ``value`` locally and send only its report."""
+        self.send_report(self.randomiser.encode(value))
+
+    def send_report(self, report: LdpReport) -> None:
+        """Send an already randomised report of this producer's randomiser."""
+        if not isinstance(report, LdpReport):
+            raise TypeError(f"report: only LdpReport objects can be sent, got {type(report).__name__}")
+        if not self.randomiser.accepts(report):
+            raise ValueError("report: scheme/parameters differ from this producer's randomiser")
+        self.__producer.send(self.topic, value=self.__registry.encode("LdpReport", report_to_record(report)))
+        self.reports_sent += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        self.__producer.flush(timeout=timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        self.__producer.close(timeout=timeout)
+
+    def __enter__(self) -> LdpProducer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

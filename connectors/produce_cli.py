@@ -1,0 +1,235 @@
+"""``privstream produce``: synthetic (``--generator``) or file (``--file`` CSV/JSONL) events to a topic.
+
+Examples::
+
+    privstream produce --bootstrap 127.0.0.1:9092 --generator zipf --count 1000000 --batch 1000
+    privstream produce --bootstrap 127.0.0.1:9092 --generator gaussian --count 1e6 --users 1000 --key user
+    privstream produce --bootstrap 127.0.0.1:9092 --file events.csv --rate 5000
+
+CSV files have a header with ``item`` and optionally ``user_id`` and ``event_time`` (ms), or no header
+and those columns in that order; JSONL lines are objects with the same keys. Items and user ids
+that look like integers are sent as longs. Generator parameters (``--param universe=1000``) go to
+:mod:`privstream.datagen`. Progress goes to stderr on long runs; an ``EndMarker`` ends every partition
+unless ``--no-end-marker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+DEFAULT_BOOTSTRAP = os.environ.get("PRIVSTREAM_BOOTSTRAP", "127.0.0.1:9092")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP, help="host:port (env PRIVSTREAM_BOOTSTRAP)")
+    parser.add_argument("--topic", default="events")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--generator", choices=("zipf", "gaussian", "normal", "exponential"))
+    source.add_argument("--file", help="CSV or JSONL file of events")
+    parser.add_argument(
+        "--format", choices=("csv", "jsonl"), default=None, help="file format (default: by suffix)"
+    )
+    parser.add_argument(
+        "--count", type=float, default=None, help="events (generator: required; file: a limit)"
+    )
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--users", type=int, default=None, help="number of users (generator)")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="events per second (paced); default: as fast as possible"
+    )
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="NAME=VALUE", help="generator parameter"
+    )
+    parser.add_argument("--batch", type=int, default=1, help="events per message (1: Event, >1: EventBatch)")
+    parser.add_argument("--key", choices=("none", "user", "item"), default="none", help="partition key")
+    parser.add_argument("--chunk", type=int, default=10_000, help="events per send step")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created")
+    parser.add_argument("--no-end-marker", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _generator_params(pairs: list[str]) -> dict[str, int | float]:
+    params: dict[str, int | float] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"param: expected NAME=VALUE, got {pair!r}")
+        try:
+            params[name] = _number(value)
+        except ValueError:
+            raise ValueError(f"param {name}: expected a number, got {value!r}") from None
+    return params
+
+
+def _count(value: float | None, required: bool) -> int | None:
+    if value is None:
+        if required:
+            raise ValueError("count: --count is required with --generator")
+        return None
+    if value < 0 or value != int(value):
+        raise ValueError(f"count: must be a non-negative integer, got {value:g}")
+    return int(value)
+
+
+def _generated_chunks(args: argparse.Namespace, count: int, params: dict[str, Any]) -> Iterator[Any]:
+    import numpy as np
+
+    from privstream.datagen import generate_events
+
+    start_ms = int(time.time() * 1000)
+    for index, begin in enumerate(range(0, count, args.chunk)):
+        size = min(args.chunk, count - begin)
+        seed = (
+            None
+            if args.seed is None
+            else int(np.random.SeedSequence([args.seed, index]).generate_state(1)[0])
+        )
+        offset_ms = 0 if args.rate is None else int(begin * 1000 / args.rate)
+        yield generate_events(
+            args.generator,
+            size,
+            seed=seed,
+            num_users=args.users,
+            rate=args.rate,
+            start_time_ms=start_ms + offset_ms,
+            **params,
+        )
+
+
+def _parse_scalar(text: Any) -> Any:
+    if isinstance(text, str):
+        stripped = text.strip()
+        if stripped.lstrip("-").isdigit():
+            return int(stripped)
+        return stripped if stripped else None
+    return text
+
+
+def _file_rows(path: str, fmt: str) -> Iterator[tuple[Any, Any, Any]]:
+    import csv
+    import json
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        if fmt == "jsonl":
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    row = json.loads(line)
+                    if "item" not in row:
+                        raise ValueError(f"file: line {number} has no 'item'")
+                    yield row["item"], row.get("user_id"), row.get("event_time")
+            return
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            return
+        names = [h.strip() for h in header]
+        if "item" in names:
+            positions = [names.index(n) if n in names else None for n in ("item", "user_id", "event_time")]
+            rows: Iterator[list[str]] = reader
+        else:
+            positions = [0, 1 if len(names) > 1 else None, 2 if len(names) > 2 else None]
+            rows = iter([header, *reader])
+        for row in rows:
+            if row:
+                yield tuple(
+                    _parse_scalar(row[p]) if p is not None and p < len(row) else None for p in positions
+                )
+
+
+def _file_chunks(args: argparse.Namespace, limit: int | None) -> Iterator[Any]:
+    from privstream.connectors.consume import columns_from_events
+
+    fmt = args.format or ("jsonl" if args.file.endswith((".jsonl", ".json", ".ndjson")) else "csv")
+    now = int(time.time() * 1000)
+    items: list[Any] = []
+    users: list[Any] = []
+    times: list[int] = []
+    for n, (item, user, event_time) in enumerate(_file_rows(args.file, fmt)):
+        if limit is not None and n >= limit:
+            break
+        items.append(item)
+        users.append(user)
+        times.append(now if event_time is None else int(event_time))
+        if len(items) == args.chunk:
+            yield columns_from_events(items, users, times)
+            items, users, times = [], [], []
+    if items:
+        yield columns_from_events(items, users, times)
+
+
+def run(args: argparse.Namespace) -> int:
+    from privstream.connectors.clients import BrokerUnreachable
+
+    try:
+        return _produce(args)
+    except (BrokerUnreachable, ValueError, TypeError, OSError) as exc:
+        print(f"privstream produce: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from privstream.connectors.produce import EventProducer
+    from privstream.connectors.topics import TopicSpec, create_topics
+
+    if args.chunk < 1:
+        raise ValueError(f"chunk: must be >= 1, got {args.chunk}")
+    if args.rate is not None and args.rate <= 0:
+        raise ValueError(f"rate: must be > 0, got {args.rate}")
+    if args.generator:
+        count = _count(args.count, required=True)
+        params = _generator_params(args.param)
+        from privstream.datagen import generate_events
+
+        generate_events(
+            args.generator, 1, seed=args.seed, num_users=args.users, rate=args.rate, **params
+        )  # fail fast
+        chunks = _generated_chunks(args, count, params)
+        total: int | None = count
+    else:
+        total = _count(args.count, required=False)
+        chunks = _file_chunks(args, total)
+    create_topics(args.bootstrap, [TopicSpec(args.topic, args.partitions)])
+    started = time.monotonic()
+    last_report = started
+    sent = 0
+    with EventProducer(
+        args.bootstrap, args.topic, events_per_message=args.batch, key_by=args.key
+    ) as producer:
+        for columns in chunks:
+            sent += producer.send_columns(columns)
+            if args.rate is not None:
+                delay = started + sent / args.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            now = time.monotonic()
+            if not args.quiet and now - last_report >= 1.0:
+                last_report = now
+                of = f"/{total}" if total else ""
+                print(
+                    f"produced {sent}{of} events, {sent / (now - started):,.0f} events/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if args.no_end_marker:
+            producer.flush()
+        else:
+            producer.finish()
+    elapsed = time.monotonic() - started
+    print(
+        f"produced {sent} events in {producer.messages_sent} messages to {args.topic!r} on {args.bootstrap} "
+        f"in {elapsed:.2f} s",
+        file=sys.stderr,
+    )
+    return 0

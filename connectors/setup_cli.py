@@ -1,0 +1,24 @@
+"""``privstream setup``: fetch and verify what the jobs and tests need beyond pip packages.
+
+- Flink's Kafka connector jars (see :mod:`privstream.connectors.flink_jars`), sha256-pinned.
+- ``s3rver`` (npm), the file-backed local S3 that makes the embedded broker durable
+  (see :mod:`privstream.connectors.s3_local`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip-s3rver", action="store_true", help="do not install s3rver (durable broker)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from privstream.connectors import flink_jars, s3_local
+
+    for jar in flink_jars.ensure_connector_jars():
+        print(f"connector jar ready: {jar}")
+    if not args.skip_s3rver:
+        print(f"s3rver ready: {s3_local.ensure_s3rver()}")
+    return 0

@@ -1,0 +1,1 @@
+"""Runnable Flink jobs (``privstream.jobs``): ``python -m privstream.jobs.<name>`` or ``flink run -py``."""

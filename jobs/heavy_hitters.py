@@ -1,0 +1,325 @@
+"""The central heavy-hitters job: MG (or PAMG) per shard → fixed-order merge → one noisy release per epoch.
+
+::
+
+    python -m privstream.jobs.heavy_hitters --bootstrap 127.0.0.1:9092 --topic events \\
+        --epsilon 1 --delta 1e-6 --k 64 --epoch 100000          # 100000 events per shard and epoch
+    privstream run heavy-hitters ... --epoch 60s --lateness 5s   # tumbling event-time epochs
+    privstream run heavy-hitters ... --m 8                       # user sets (UserSetEvent) with PAMG
+
+Pipeline (PyFlink DataStream; see ``../shared/DESIGN.md``)::
+
+    KafkaSource(events, raw bytes + partition + offset)          offsets in checkpoints
+      → key_by(partition) → ShardSketchFunction                  keyed state = epoch sketches
+            └─ side output: dead letters → <topic>-dlq           (undecodable, late, rejected)
+      → key_by(0) → EpochMergeFunction                            fixed shard-id order merge
+      → key_by(0) → ReleaseFunction                               ledger in state, release entry point
+            ├─ main: Avro Release → releases                      KafkaSink EXACTLY_ONCE
+            └─ side: LedgerEntry keyed by ledger id → ledger       KafkaSink EXACTLY_ONCE (compacted)
+
+Shards are the topic's partitions (producers that key by user put each user in one shard, which
+PAMG needs). Each Kafka message should be an ``EventBatch`` (micro-batch): per-record Python is
+~10^4 records/s here, batched messages reach ~10^5–10^6 events/s (``benchmarks/bench_flink.py``).
+Releases of merged sketches use GSHM / thresholded Laplace (never PMG). Configuration errors
+are reported before Flink starts, naming the option. The source is unbounded unless
+``--stop-offsets`` gives the end offset of every partition (never ``latest``: tansu answers it
+wrongly); ``EndMarker`` messages close a partition's epochs in an unbounded run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from privstream.operators.epochs import CountEpochs, EpochPolicy, TimeEpochs
+from privstream.operators.faults import TestFaults
+from privstream.operators.release_logic import ReleaseConfig
+from privstream.operators.sketch_spec import SketchSpec
+
+
+class ConfigError(ValueError):
+    """A bad option; the message starts with the option name."""
+
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(f"{option}: expected a duration like 500ms, 30s, 5m or 1h, got {text!r}")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def parse_epoch(text: str, lateness: str) -> EpochPolicy:
+    """``--epoch N`` (N events per shard) or ``--epoch 60s`` (tumbling event time)."""
+    text = text.strip()
+    try:
+        if text.isdigit():
+            return CountEpochs(int(text))
+        return TimeEpochs(parse_duration_ms(text, "--epoch"), parse_duration_ms(lateness, "--lateness"))
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"--epoch: {exc}") from exc
+
+
+def parse_stop_offsets(text: str | None) -> dict[int, int] | None:
+    if not text:
+        return None
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        match = re.match(r"^\s*(\d+)\s*[:=]\s*(\d+)\s*$", part)
+        if not match:
+            raise ConfigError(f"--stop-offsets: expected PARTITION:OFFSET[,...], got {part!r}")
+        out[int(match.group(1))] = int(match.group(2))
+    return out
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    bootstrap: str
+    topic: str
+    spec: SketchSpec
+    policy: EpochPolicy
+    release: ReleaseConfig
+    releases_topic: str = "releases"
+    ledger_topic: str = "ledger"
+    dlq_topic: str = ""
+    stop_offsets: dict[int, int] | None = None
+    group_id: str = "privstream-heavy-hitters"
+    parallelism: int = 1
+    checkpoint_interval_ms: int = 2000
+    bundle_size: int = 200
+    checkpoint_dir: str = ""
+    restore_from: str | None = None
+    restart_attempts: int = 3
+    sketch_topic: str | None = None  #: TESTS/AUDIT ONLY: merged pre-noise sketches (not private)
+    faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY
+    job_name: str = "privstream-heavy-hitters"
+    flink_conf: tuple[tuple[str, str], ...] = ()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of the heavy-hitters job (also used by ``privstream run heavy-hitters``)."""
+    p = parser
+    p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
+    p.add_argument("--topic", default="events", help="events topic (Avro EventBatch/Event or UserSetEvent)")
+    p.add_argument("--epsilon", type=float, required=True, help="ε of each epoch's release")
+    p.add_argument("--delta", type=float, required=True, help="δ of each epoch's release")
+    p.add_argument("--k", type=int, required=True, help="counters per sketch")
+    p.add_argument(
+        "--epoch",
+        required=True,
+        help="N (N events per shard and epoch) or a duration (60s, 5m: tumbling event time)",
+    )
+    p.add_argument("--lateness", default="0s", help="event-time epochs: allowed lateness (default 0s)")
+    p.add_argument(
+        "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
+    )
+    p.add_argument(
+        "--mechanism", default="auto", help="release mechanism (default: the entry point's choice)"
+    )
+    p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
+    p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
+    p.add_argument("--ledger-id", default=None, help="ledger id (default: heavy-hitters/<topic>)")
+    p.add_argument("--releases-topic", default="releases")
+    p.add_argument("--ledger-topic", default="ledger")
+    p.add_argument("--dlq-topic", default=None, help="dead-letter topic (default: <topic>-dlq)")
+    p.add_argument(
+        "--stop-offsets", default=None, help="bounded run: PARTITION:END_OFFSET for every partition"
+    )
+    p.add_argument(
+        "--stop-at-end-markers",
+        action="store_true",
+        help="bounded run: stop each partition after its EndMarker (found by a scan before the start)",
+    )
+    p.add_argument("--group-id", default="privstream-heavy-hitters")
+    p.add_argument("--parallelism", type=int, default=1, help="parallelism of the sketch operator")
+    p.add_argument("--checkpoint-interval", default="2s")
+    p.add_argument("--bundle-size", type=int, default=200,
+                   help="messages per Python bundle (python.fn-execution.bundle.size); each message is a batch")
+    p.add_argument(
+        "--checkpoint-dir", default=None, help="checkpoint/savepoint directory (default: a temp dir)"
+    )
+    p.add_argument("--flink-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Flink configuration (repeatable), e.g. taskmanager.numberOfTaskSlots=2")
+    p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
+    p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
+    p.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        help="TESTS ONLY: deterministic release noise (never use in production)",
+    )
+    p.add_argument(
+        "--expose-sketches-topic",
+        default=None,
+        help="TESTS/AUDIT ONLY: also write the merged PRE-NOISE sketches to this topic (NOT private)",
+    )
+    p.add_argument(
+        "--test-fail-once", default=None, metavar="MARKER", help="TESTS ONLY: fail once (marker file)"
+    )
+    p.add_argument("--test-fail-after", type=int, default=0, help="TESTS ONLY: ... after N events of shard 0")
+    p.add_argument(
+        "--test-pace-ms", type=int, default=0, help="TESTS ONLY: sleep per message in the sketch operator"
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> JobConfig:
+    """Validate everything that can be checked without Kafka; raises :class:`ConfigError`."""
+
+    def positive(name: str, value: int) -> None:
+        if value < 1:
+            raise ConfigError(f"--{name}: must be >= 1, got {value}")
+
+    positive("k", args.k)
+    positive("parallelism", args.parallelism)
+    positive("bundle-size", args.bundle_size)
+    if args.restart_attempts < 0:
+        raise ConfigError(f"--restart-attempts: must be >= 0, got {args.restart_attempts}")
+    if args.noise_seed is not None:
+        print(
+            "privstream: WARNING --noise-seed is for TESTS ONLY: release noise is deterministic",
+            file=sys.stderr,
+        )
+    if args.expose_sketches_topic:
+        print(
+            "privstream: WARNING --expose-sketches-topic publishes NON-PRIVATE sketches (tests/audit only)",
+            file=sys.stderr,
+        )
+    try:
+        spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m)
+    except ValueError as exc:
+        raise ConfigError(f"--{str(exc).split(':')[0]}: {exc}") from exc
+    policy = parse_epoch(args.epoch, args.lateness)
+    try:
+        release = ReleaseConfig(
+            epsilon=args.epsilon,
+            delta=args.delta,
+            total_epsilon=args.epsilon if args.total_epsilon is None else args.total_epsilon,
+            total_delta=args.delta if args.total_delta is None else args.total_delta,
+            ledger_id=args.ledger_id or f"heavy-hitters/{args.topic}",
+            mechanism=args.mechanism,
+            noise_seed=args.noise_seed,
+        )
+    except (ValueError, TypeError) as exc:
+        name = str(exc).split(":")[0].split()[0].replace("_", "-")
+        raise ConfigError(f"--{name}: {exc}") from exc
+    interval = parse_duration_ms(args.checkpoint_interval, "--checkpoint-interval")
+    extra_conf = []
+    for item in args.flink_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--flink-conf: expected KEY=VALUE, got {item!r}")
+        extra_conf.append((key.strip(), value.strip()))
+    return JobConfig(
+        bootstrap=args.bootstrap,
+        topic=args.topic,
+        spec=spec,
+        policy=policy,
+        release=release,
+        releases_topic=args.releases_topic,
+        ledger_topic=args.ledger_topic,
+        dlq_topic=args.dlq_topic or f"{args.topic}-dlq",
+        stop_offsets=parse_stop_offsets(args.stop_offsets),
+        group_id=args.group_id,
+        parallelism=args.parallelism,
+        checkpoint_interval_ms=interval,
+        bundle_size=args.bundle_size,
+        checkpoint_dir=args.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-ckpt-"),
+        restore_from=args.restore_from,
+        restart_attempts=args.restart_attempts,
+        sketch_topic=args.expose_sketches_topic,
+        faults=TestFaults(args.test_fail_once, args.test_fail_after, args.test_pace_ms),
+        flink_conf=tuple(extra_conf),
+    )
+
+
+def check_kafka(config: JobConfig) -> int:
+    """Checks against the broker before Flink starts; returns the number of shards (partitions)."""
+    from privstream.connectors.clients import ensure_reachable, kafka_consumer
+    from privstream.connectors.topics import TopicSpec, create_topics
+
+    ensure_reachable(config.bootstrap)
+    consumer = kafka_consumer(config.bootstrap)
+    try:
+        partitions = consumer.partitions_for_topic(config.topic)
+    finally:
+        consumer.close()
+    if not partitions:
+        raise ConfigError(f"--topic: topic {config.topic!r} does not exist on {config.bootstrap}")
+    if sorted(partitions) != list(range(len(partitions))):
+        raise ConfigError(f"--topic: unexpected partition ids {sorted(partitions)}")
+    if config.stop_offsets is not None and set(config.stop_offsets) != set(partitions):
+        raise ConfigError(
+            f"--stop-offsets: must give every partition of {config.topic!r} ({sorted(partitions)}), "
+            f"got {sorted(config.stop_offsets)}"
+        )
+    specs = [
+        TopicSpec(config.releases_topic),
+        TopicSpec(config.ledger_topic, compacted=True),
+        TopicSpec(config.dlq_topic),
+    ]
+    if config.sketch_topic:
+        specs.append(TopicSpec(config.sketch_topic))
+    create_topics(config.bootstrap, specs)
+    return len(partitions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m privstream.jobs.heavy_hitters", description=__doc__.splitlines()[0]
+    )
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+def resolve(args: argparse.Namespace) -> tuple[JobConfig, int, list[str]]:
+    """Everything checked before Flink starts: options, connector jars, topics, end markers.
+
+    Returns ``(config, shards, jar URLs)``; raises :class:`ConfigError`,
+    :class:`~privstream.connectors.flink_jars.ConnectorJarsError` or ``ConnectionError``."""
+    from privstream.connectors.flink_jars import connector_jar_urls
+    from privstream.jobs.stream_end import end_marker_offsets
+
+    config = config_from_args(args)
+    if args.stop_at_end_markers and config.stop_offsets is not None:
+        raise ConfigError("--stop-at-end-markers: give either it or --stop-offsets, not both")
+    jars = connector_jar_urls()
+    shards = check_kafka(config)
+    if args.stop_at_end_markers:
+        try:
+            config = dataclasses.replace(
+                config, stop_offsets=end_marker_offsets(config.bootstrap, config.topic)
+            )
+        except TimeoutError as exc:
+            raise ConfigError(f"--stop-at-end-markers: {exc}") from exc
+    return config, shards, jars
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, check Kafka and the connector jars, then run the job to completion."""
+    from privstream.connectors.flink_jars import ConnectorJarsError
+    from privstream.jobs.pipeline import execute
+
+    try:
+        config, shards, jars = resolve(args)
+    except (ConfigError, ConnectorJarsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ConnectionError as exc:
+        print(f"error: --bootstrap: {exc}", file=sys.stderr)
+        return 2
+    result = execute(config, shards=shards, jars=jars)
+    print(f"privstream: job finished: {result}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

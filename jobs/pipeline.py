@@ -1,0 +1,169 @@
+"""Builds and runs the heavy-hitters Flink job from a validated :class:`~privstream.jobs.heavy_hitters.JobConfig`.
+
+Environment settings (``../shared/DESIGN.md``): ``python.executable`` is this interpreter (workers
+otherwise miss pyflink), an explicit fixed-delay restart strategy (with checkpointing the default
+retries forever), process execution mode (thread mode has state bugs here), bundles of a few
+hundred messages (each message is a micro-batch), checkpointing every ``checkpoint_interval_ms``
+into ``checkpoint_dir`` (also the savepoint directory).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+from privstream.jobs.heavy_hitters import JobConfig
+
+
+def flink_configuration(config: JobConfig, jars: list[str]) -> Any:
+    from pyflink.common import Configuration
+
+    conf = Configuration()
+    ckpt = config.checkpoint_dir if "://" in config.checkpoint_dir else f"file://{config.checkpoint_dir}"
+    settings = {
+        "python.executable": sys.executable,
+        "pipeline.jars": ";".join(jars),
+        "pipeline.name": config.job_name,
+        "python.fn-execution.bundle.size": str(config.bundle_size),
+        "python.fn-execution.bundle.time": "200",
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": str(config.restart_attempts),
+        "restart-strategy.fixed-delay.delay": "1 s",
+        "execution.checkpointing.interval": f"{config.checkpoint_interval_ms} ms",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "execution.checkpointing.dir": ckpt,
+        "execution.checkpointing.savepoint-dir": ckpt,
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "state.checkpoints.num-retained": "2",
+    }
+    if config.restore_from:
+        settings["execution.state-recovery.path"] = config.restore_from
+    settings.update(config.flink_conf)
+    for key, value in settings.items():
+        conf.set_string(key, value)
+    return conf
+
+
+def _txn_prefix(config: JobConfig, what: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-{config.release.ledger_id}-{what}")
+
+
+def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: bytes | None) -> None:
+    """Add source → sketch → merge → release → sinks to ``env``."""
+    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
+    from privstream.operators.merge_operator import EpochMergeFunction
+    from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
+    from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
+    from pyflink.common import Types
+    from pyflink.table import StreamTableEnvironment
+
+    t_env = StreamTableEnvironment.create(env)
+    rows = events_source(
+        t_env,
+        bootstrap=config.bootstrap,
+        topic=config.topic,
+        group_id=config.group_id,
+        stop_offsets=config.stop_offsets,
+    )
+    shard_sketches = (
+        rows.key_by(lambda r: r[1], key_type=Types.INT())
+        .process(ShardSketchFunction(config.spec, config.policy, config.topic, config.faults))
+        .uid("shard-sketch")
+        .name("shard sketch (keyed by partition)")
+        .set_parallelism(config.parallelism)
+    )
+    merged = (
+        shard_sketches.key_by(lambda _: 0, key_type=Types.INT())
+        .process(EpochMergeFunction(shards, config.spec))
+        .uid("epoch-merge")
+        .name("fixed-order merge")
+        .set_parallelism(1)
+    )
+    releases = (
+        merged.key_by(lambda _: 0, key_type=Types.INT())
+        .process(
+            ReleaseFunction(
+                config.release,
+                config.spec,
+                config.policy,
+                initial_ledger,
+                expose_sketches=bool(config.sketch_topic),
+            ),
+            output_type=BYTES,
+        )
+        .uid("release")
+        .name("release + ledger")
+        .set_parallelism(1)
+    )
+
+    def sink(stream: Any, topic: str, what: str, keyed: bool = False) -> None:
+        stream.sink_to(
+            kafka_sink(
+                bootstrap=config.bootstrap,
+                topic=topic,
+                keyed=keyed,
+                transactional_id_prefix=_txn_prefix(config, what),
+            )
+        ).uid(f"sink-{what}").name(f"kafka sink {topic}").set_parallelism(1)
+
+    sink(releases, config.releases_topic, "releases")
+    sink(releases.get_side_output(LEDGER), config.ledger_topic, "ledger", keyed=True)
+    sink(shard_sketches.get_side_output(DEAD_LETTERS), config.dlq_topic, "dlq")
+    if config.sketch_topic:
+        sink(releases.get_side_output(SKETCHES), config.sketch_topic, "sketches")
+
+
+def latest_ledger(config: JobConfig, idle_s: float = 1.5) -> bytes | None:
+    """The newest committed ledger state for this ledger id on the ledger topic, if any.
+
+    Reads with ``read_committed`` from the beginning until the topic is idle for ``idle_s``
+    (end offsets are not used: tansu's ListOffsets(latest) is wrong)."""
+    from kafka import TopicPartition
+    from privstream.connectors.avro_codec import decode
+    from privstream.connectors.clients import kafka_consumer
+
+    consumer = kafka_consumer(config.bootstrap, isolation_level="read_committed")
+    try:
+        parts = consumer.partitions_for_topic(config.ledger_topic) or set()
+        tps = [TopicPartition(config.ledger_topic, p) for p in sorted(parts)]
+        if not tps:
+            return None
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        best: tuple[int, bytes] | None = None
+        last = time.monotonic()
+        while time.monotonic() - last < idle_s:
+            batch = consumer.poll(timeout_ms=200)
+            for records in batch.values():
+                last = time.monotonic()
+                for rec in records:
+                    name, entry = decode(rec.value)
+                    if name == "LedgerEntry" and entry["ledger_id"] == config.release.ledger_id:
+                        if best is None or entry["sequence"] >= best[0]:
+                            best = (entry["sequence"], entry["state"])
+        return None if best is None else best[1]
+    finally:
+        consumer.close()
+
+
+def create_environment(config: JobConfig, jars: list[str]) -> Any:
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment(flink_configuration(config, jars))
+    env.set_parallelism(1)
+    return env
+
+
+def prepare(config: JobConfig, *, shards: int, jars: list[str]) -> Any:
+    """The environment with the job added (call ``execute`` or ``execute_async`` on it)."""
+    env = create_environment(config, jars)
+    initial = None if config.restore_from else latest_ledger(config)
+    build_pipeline(env, config, shards, initial)
+    return env
+
+
+def execute(config: JobConfig, *, shards: int, jars: list[str]) -> Any:
+    """Run the job to completion (a bounded run ends by itself; an unbounded one runs until killed)."""
+    return prepare(config, shards=shards, jars=jars).execute(config.job_name)

@@ -1,0 +1,1 @@
+"""PyFlink operators wrapping privstream's core sketches and releases (``privstream.operators``)."""

@@ -1,0 +1,98 @@
+"""Kafka endpoints of the jobs: Flink's own KafkaSource (via the Table API) and KafkaSinks.
+
+Source: a Table API ``kafka`` table with the ``raw`` format exposes each record's value bytes
+together with its ``partition`` and ``offset`` metadata (the DataStream ``KafkaSource`` builder in
+PyFlink only offers value-only deserialisers, which would lose the partition = shard). It is the
+same FLIP-27 ``KafkaSource`` underneath, so offsets live in Flink checkpoints (exactly once). The
+source is unbounded unless explicit stopping offsets are given (tansu answers ListOffsets(latest)
+wrongly, so a ``latest`` bound is never used).
+
+Sinks: value bytes (dead letters, releases) or ``Row(key, value)`` (the compacted ledger topic),
+with ``DeliveryGuarantee.EXACTLY_ONCE`` (Kafka transactions committed on checkpoints); readers must
+use ``isolation.level=read_committed``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyflink.common import Types
+from pyflink.common.serialization import ByteArraySchema, RowFieldExtractorSchema
+from pyflink.datastream import DataStream
+from pyflink.datastream.connectors.base import DeliveryGuarantee
+from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+from pyflink.table import StreamTableEnvironment
+
+BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
+KEYED_BYTES = Types.ROW_NAMED(["key", "value"], [BYTES, BYTES])
+#: Rows the source yields: (value bytes or None, partition, offset).
+SOURCE_ROW = Types.ROW_NAMED(["payload", "part", "off"], [BYTES, Types.INT(), Types.LONG()])
+
+_SQL_NAME = re.compile(r"^[A-Za-z0-9._:,-]+$")
+
+
+def _sql_literal(value: str, what: str) -> str:
+    if not _SQL_NAME.match(value):
+        raise ValueError(f"{what}: {value!r} may only contain letters, digits and . _ - : ,")
+    return value
+
+
+def events_source(
+    t_env: StreamTableEnvironment,
+    *,
+    bootstrap: str,
+    topic: str,
+    group_id: str,
+    stop_offsets: dict[int, int] | None = None,
+) -> DataStream:
+    """Rows ``(payload, part, off)`` from ``topic`` starting at the earliest offset."""
+    options = {
+        "connector": "kafka",
+        "topic": _sql_literal(topic, "topic"),
+        "properties.bootstrap.servers": _sql_literal(bootstrap, "bootstrap"),
+        "properties.group.id": _sql_literal(group_id, "group_id"),
+        "properties.isolation.level": "read_committed",
+        "scan.startup.mode": "earliest-offset",
+        "format": "raw",
+    }
+    if stop_offsets:
+        options["scan.bounded.mode"] = "specific-offsets"
+        options["scan.bounded.specific-offsets"] = ";".join(
+            f"partition:{p},offset:{o}" for p, o in sorted(stop_offsets.items())
+        )
+    with_clause = ",\n".join(f"'{k}' = '{v}'" for k, v in options.items())
+    table = "privstream_events"
+    t_env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {table}")
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE {table} (payload BYTES, part INT METADATA FROM 'partition' VIRTUAL, "
+        f"off BIGINT METADATA FROM 'offset' VIRTUAL) WITH ({with_clause})"
+    )
+    return t_env.to_data_stream(t_env.from_path(table))
+
+
+def kafka_sink(
+    *,
+    bootstrap: str,
+    topic: str,
+    transactional_id_prefix: str,
+    keyed: bool = False,
+    exactly_once: bool = True,
+) -> KafkaSink:
+    """A sink for byte values (or ``Row(key, value)`` with ``keyed``)."""
+    serializer = KafkaRecordSerializationSchema.builder().set_topic(topic)
+    if keyed:
+        serializer = serializer.set_key_serialization_schema(
+            RowFieldExtractorSchema(0)
+        ).set_value_serialization_schema(RowFieldExtractorSchema(1))
+    else:
+        serializer = serializer.set_value_serialization_schema(ByteArraySchema())
+    guarantee = DeliveryGuarantee.EXACTLY_ONCE if exactly_once else DeliveryGuarantee.AT_LEAST_ONCE
+    return (
+        KafkaSink.builder()
+        .set_bootstrap_servers(bootstrap)
+        .set_record_serializer(serializer.build())
+        .set_delivery_guarantee(guarantee)
+        .set_transactional_id_prefix(transactional_id_prefix)
+        .set_property("transaction.timeout.ms", "600000")
+        .build()
+    )

@@ -1,0 +1,126 @@
+"""The release step of the heavy-hitters job, free of Flink: charge the ledger, add noise, encode.
+
+For each merged epoch sketch (:class:`~privstream.operators.shard_logic.MergedEpoch`) the
+:class:`EpochReleaser` calls the release entry point :func:`privstream.mechanisms.release` with
+the :class:`~privstream.accounting.PrivacyLedger`, which is charged before any noise is drawn (a
+refused charge publishes nothing), on the merged sketch (``Build.MERGED`` /
+``PAMG_MERGED``: GSHM or thresholded Laplace, never PMG) and encodes the result as an Avro
+``Release`` plus a ``LedgerEntry`` for the compacted ledger topic.
+
+Composition: an event-level (MG) job releases disjoint epochs, which compose in parallel
+(``parallel_epochs``); a user-level (PAMG) job's users recur across epochs, so its ledger composes
+sequentially. Noise comes from the CSPRNG; only tests pass ``noise_seed`` (a per-epoch
+:class:`~privstream.noise.rng.SeededRandomSource`, so a replayed epoch draws the same noise).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from privstream.connectors.avro_codec import encode
+from privstream.operators.epochs import EpochPolicy, TimeEpochs
+from privstream.operators.shard_logic import MergedEpoch
+from privstream.operators.sketch_spec import SketchSpec
+
+from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger
+from privstream.noise.rng import RandomSource, SeededRandomSource
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    """Per-epoch budget, ledger total and identity, and the (test-only) noise seed."""
+
+    epsilon: float
+    delta: float
+    total_epsilon: float
+    total_delta: float
+    ledger_id: str
+    mechanism: str = "auto"
+    noise_seed: int | None = None  #: TESTS ONLY: deterministic noise. Production leaves it None.
+
+    def __post_init__(self) -> None:
+        Budget(self.epsilon, self.delta)  # validates, naming the parameter
+        if self.total_epsilon < self.epsilon or self.total_delta < self.delta:
+            raise ValueError(
+                f"total_epsilon/total_delta: the ledger total ({self.total_epsilon}, {self.total_delta}) "
+                f"is smaller than one release ({self.epsilon}, {self.delta})"
+            )
+        if not self.ledger_id:
+            raise ValueError("ledger_id: must be a non-empty string")
+
+
+class EpochReleaser:
+    """Charge, release, encode. ``ledger`` is the state the operator checkpoints."""
+
+    def __init__(
+        self, config: ReleaseConfig, spec: SketchSpec, policy: EpochPolicy, ledger_bytes: bytes | None = None
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.policy = policy
+        composition = "sequential" if spec.user_sets else "parallel_epochs"
+        if ledger_bytes:
+            self.ledger = PrivacyLedger.from_bytes(ledger_bytes)
+        else:
+            total = Budget(config.total_epsilon, config.total_delta)
+            self.ledger = PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
+
+    def _rng(self, epoch: int) -> RandomSource | None:
+        if self.config.noise_seed is None:
+            return None  # the release entry point then uses the CSPRNG
+        return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{epoch}")
+
+    def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes]:
+        """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
+        from privstream.mechanisms import release
+
+        budget = Budget(self.config.epsilon, self.config.delta)
+        sketch = self.spec.load_merged(merged.data)
+        try:  # the entry point charges the ledger before it draws noise
+            result = release(sketch, budget, mechanism=self.config.mechanism, rng=self._rng(merged.epoch),
+                             epoch=merged.epoch, ledger=self.ledger, label="heavy-hitters")
+        except BudgetExceeded as exc:
+            print(f"privstream: release of epoch {merged.epoch} refused: {exc}", file=sys.stderr)
+            return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
+        record = release_record(result, merged.epoch, self.policy)
+        return encode("Release", record), self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
+
+    def _ledger_entry(self, what: str) -> bytes:
+        spent, total = self.ledger.spent(), self.ledger.total
+        return encode(
+            "LedgerEntry",
+            {
+                "ledger_id": self.ledger.ledger_id,
+                "sequence": len(self.ledger.entries),
+                "epsilon_spent": float(spent.epsilon),
+                "delta_spent": float(spent.delta),
+                "epsilon_total": float(total.epsilon),
+                "delta_total": float(total.delta),
+                "last_charge": what,
+                "state": self.ledger.to_bytes(),
+                "entry_time": int(time.time() * 1000),
+            },
+        )
+
+
+def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, Any]:
+    """The Avro ``Release`` record of a :class:`privstream.mechanisms.Release`."""
+    window = (
+        (epoch * policy.length_ms, (epoch + 1) * policy.length_ms) if isinstance(policy, TimeEpochs) else None
+    )
+    return {
+        "items": [{"item": item, "count": int(count)} for item, count in result.items],
+        "epsilon": float(result.epsilon),
+        "delta": float(result.delta),
+        "mechanism": str(result.mechanism),
+        "neighbour_relation": str(result.neighbour_relation),
+        "privacy_unit": str(result.privacy_unit),
+        "epoch": epoch,
+        "window_start": None if window is None else window[0],
+        "window_end": None if window is None else window[1],
+        "error_bound": float(getattr(result.error_bound, "max_noise_error", result.error_bound)),
+        "release_time": int(time.time() * 1000),
+    }

@@ -1,0 +1,77 @@
+"""The release operator: ledger in Flink state, one noisy release per merged epoch.
+
+:class:`ReleaseFunction` runs on a single key. Its keyed state is the serialised
+:class:`~privstream.accounting.PrivacyLedger`; on first use it starts from ``initial_ledger`` (the
+latest entry of the compacted ``ledger`` topic, read by the job launcher) so a new job never
+forgets budget spent by an earlier one. Main output: Avro ``Release`` bytes; side output
+``LEDGER``: ``Row(ledger_id, LedgerEntry)`` for the compacted topic; side output ``SKETCHES``
+(only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the merged pre-noise sketch.
+Both sinks are transactional, so a restore never publishes a release or a charge twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from privstream.connectors.avro_codec import encode
+from privstream.operators.epochs import EpochPolicy
+from privstream.operators.kafka_io import BYTES, KEYED_BYTES
+from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
+from privstream.operators.shard_logic import MergedEpoch
+from privstream.operators.sketch_spec import SketchSpec
+from pyflink.common import Row
+from pyflink.datastream import OutputTag
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+
+LEDGER = OutputTag("ledger", KEYED_BYTES)
+SKETCHES = OutputTag("merged-sketches", BYTES)
+
+
+class ReleaseFunction(KeyedProcessFunction):
+    def __init__(
+        self,
+        config: ReleaseConfig,
+        spec: SketchSpec,
+        policy: EpochPolicy,
+        initial_ledger: bytes | None = None,
+        expose_sketches: bool = False,
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.policy = policy
+        self.initial_ledger = initial_ledger
+        self.expose_sketches = expose_sketches
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        merged = MergedEpoch(*value)
+        stored = self.ledger.value()
+        releaser = EpochReleaser(
+            self.config, self.spec, self.policy, bytes(stored) if stored is not None else self.initial_ledger
+        )
+        if self.expose_sketches:
+            yield (
+                SKETCHES,
+                encode(
+                    "SketchSnapshot",
+                    {
+                        "sketch_type": type(self.spec.load_merged(merged.data)).__name__,
+                        "build": self.spec.load_merged(merged.data).build.name,
+                        "shard": -1,
+                        "epoch": merged.epoch,
+                        "n": self.spec.load_merged(merged.data).n,
+                        "data": merged.data,
+                        "created_time": int(time.time() * 1000),
+                    },
+                ),
+            )
+        release_bytes, ledger_entry = releaser.release(merged)
+        self.ledger.update(releaser.ledger.to_bytes())
+        yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
+        if release_bytes is not None:
+            yield release_bytes

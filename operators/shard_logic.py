@@ -1,0 +1,143 @@
+"""Per-shard sketching and the cross-shard epoch merge, free of Flink so they can be unit-tested.
+
+:class:`ShardSketcher` is the body of the keyed sketch operator (one key = one shard = one Kafka
+partition): it cuts each decoded message by epoch (:mod:`privstream.operators.epochs`), folds each
+piece into that epoch's sketch (kept serialised in a store, which in Flink is keyed ``MapState``),
+and when an epoch closes emits a :class:`ShardSketch` — *also for an epoch in which the shard saw
+nothing* (an empty sketch), so the merge side never waits on data-dependent gaps.
+
+:class:`EpochMerger` is the body of the merge operator: it collects :class:`ShardSketch` messages
+from the configured number of shards and, once every shard has closed epoch e, merges the shard
+sketches of e in shard-id order (a data-independent order, as Lebeda–Tětek Cor. 7.2 requires) with
+the mergeable-summaries merge. A shard that has closed e without sending a sketch for it
+contributed nothing (its sketch is empty). Epochs are released contiguously, lowest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import NamedTuple
+
+from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
+from privstream.operators.payloads import Payload
+from privstream.operators.sketch_spec import SketchSpec
+
+
+class ShardSketch(NamedTuple):
+    """A shard's closed epoch: ``data`` is the core sketch format (``None``: progress only)."""
+
+    shard: int
+    epoch: int | None
+    data: bytes | None
+    closed_through: int
+
+
+class MergedEpoch(NamedTuple):
+    """The fixed-order merge of every shard's sketch of ``epoch`` (core format bytes)."""
+
+    epoch: int
+    data: bytes
+    shards: int
+
+
+class ShardSketcher:
+    """Sketches of one shard's open epochs, in ``store`` (epoch -> sketch bytes)."""
+
+    def __init__(
+        self,
+        shard: int,
+        spec: SketchSpec,
+        policy: EpochPolicy,
+        store: MutableMapping[int, bytes],
+        progress: ShardProgress,
+    ) -> None:
+        self.shard = shard
+        self.spec = spec
+        self.policy = policy
+        self.store = store
+        self.progress = progress
+
+    def add(self, payload: Payload) -> tuple[list[ShardSketch], int]:
+        """Count one message; returns the epochs it closed and how many of its events were late."""
+        split = self.policy.split(payload, self.progress)
+        for epoch, piece in split.pieces:
+            data = self.store.get(epoch)
+            sketch = self.spec.load(data) if data is not None else self.spec.new()
+            self.spec.update(sketch, piece)
+            self.store[epoch] = sketch.to_bytes()
+        return self._close_through(self.policy.closable_through(self.progress)), split.late
+
+    def finish(self) -> list[ShardSketch]:
+        """End of input: close every open epoch and mark the shard final."""
+        open_epochs = [e for e in self.store.keys() if not self.progress.is_closed(e)]
+        out = self._close_through(max(open_epochs)) if open_epochs else []
+        self.progress.closed_through = FINAL
+        out.append(ShardSketch(self.shard, None, None, FINAL))
+        return out
+
+    def _close_through(self, last: int | None) -> list[ShardSketch]:
+        first = self.progress.first_epoch
+        if last is None or first is None:
+            return []
+        start = first if self.progress.closed_through is None else self.progress.closed_through + 1
+        out = []
+        for epoch in range(start, last + 1):
+            data = self.store.pop(epoch, None)
+            if data is None:
+                data = self.spec.new().to_bytes()
+            out.append(ShardSketch(self.shard, epoch, data, epoch))
+        if out:
+            self.progress.closed_through = last
+        return out
+
+
+class MergeState(NamedTuple):
+    """What the merge operator checkpoints: per-shard progress and the sketches of pending epochs."""
+
+    closed: tuple[int | None, ...]
+    pending: dict[int, dict[int, bytes]]
+    next_epoch: int | None
+
+
+class EpochMerger:
+    """Fixed-order merge of ``num_shards`` shard sketches per epoch."""
+
+    def __init__(self, num_shards: int, spec: SketchSpec, state: MergeState | None = None) -> None:
+        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+            raise ValueError(f"shards: must be an int >= 1, got {num_shards!r}")
+        self.num_shards = num_shards
+        self.spec = spec
+        self.state = state or MergeState((None,) * num_shards, {}, None)
+
+    def add(self, msg: ShardSketch) -> list[MergedEpoch]:
+        if not 0 <= msg.shard < self.num_shards:
+            raise ValueError(
+                f"shards: got a sketch from shard {msg.shard}, but the job has {self.num_shards} shards"
+            )
+        closed = list(self.state.closed)
+        prev = closed[msg.shard]
+        closed[msg.shard] = msg.closed_through if prev is None else max(prev, msg.closed_through)
+        pending = self.state.pending
+        if msg.epoch is not None and msg.data is not None:
+            pending.setdefault(msg.epoch, {})[msg.shard] = msg.data
+        next_epoch = self.state.next_epoch
+        if next_epoch is None and pending and all(c is not None for c in closed):
+            # every shard has emitted its first epoch by now (shards emit contiguously from their first)
+            next_epoch = min(pending)
+        self.state = MergeState(tuple(closed), pending, next_epoch)
+        return list(self._complete())
+
+    def _complete(self) -> Iterator[MergedEpoch]:
+        closed, pending, next_epoch = self.state
+        if next_epoch is None or any(c is None for c in closed):
+            return
+        through = min(c for c in closed if c is not None)
+        if through >= FINAL:
+            through = max(pending, default=next_epoch - 1)
+        while next_epoch <= through:
+            shard_data = pending.pop(next_epoch, {})
+            ordered = [shard_data[s] for s in sorted(shard_data)]
+            merged = self.spec.merge(ordered)
+            yield MergedEpoch(next_epoch, merged.to_bytes(), len(ordered))
+            next_epoch += 1
+            self.state = MergeState(closed, pending, next_epoch)

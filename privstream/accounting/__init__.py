@@ -1,0 +1,28 @@
+"""Privacy accounting: (ε, δ) and zCDP budgets, conversions, composition and a persistent ledger."""
+
+from privstream.accounting.budget import (
+    AnyBudget,
+    Budget,
+    ZCDPBudget,
+    compose_parallel,
+    compose_sequential,
+    dp_to_zcdp,
+    pure_dp_to_zcdp,
+    zcdp_to_dp,
+)
+from privstream.accounting.ledger import BudgetExceeded, LedgerEntry, LedgerFormatError, PrivacyLedger
+
+__all__ = [
+    "AnyBudget",
+    "Budget",
+    "BudgetExceeded",
+    "LedgerEntry",
+    "LedgerFormatError",
+    "PrivacyLedger",
+    "ZCDPBudget",
+    "compose_parallel",
+    "compose_sequential",
+    "dp_to_zcdp",
+    "pure_dp_to_zcdp",
+    "zcdp_to_dp",
+]

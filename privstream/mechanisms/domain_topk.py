@@ -1,0 +1,164 @@
+"""Noisy top-k over a known universe (Chan et al.; Lebeda–Tětek §6), without d noise draws.
+
+The mechanism: every element x of the declared domain gets value v_x (0 if not stored) plus an
+independent discrete Laplace(scale) noise; the k largest noisy values are kept (optionally only
+those >= ``min_value``, for Chan et al.'s clamp-at-0 PMG); ties at the boundary value are broken
+uniformly at random; the kept (item, noisy value) pairs are returned sorted by item order.
+
+:func:`noisy_top_k_naive` does exactly that with d draws. :func:`noisy_top_k` has the *same output
+distribution* but draws exact noise only for the stored keys; for the N = d − |stored| noise-only
+elements it generates only the largest noise values, in decreasing order, with the exact order-
+statistics sampler of :mod:`privstream.mechanisms.order_statistics`, until every value that can
+still reach the top k is known. Why the law is the same: (1) the multiset of noise-only values
+above any level is the top of N i.i.d. draws (Rényi representation, exact); (2) noise-only
+elements are exchangeable, so their identities can be assigned after selection as a uniform random
+subset of the noise-only elements; (3) the boundary tie-break is a uniform random choice in both.
+For small N (<= ``naive_limit``) it simply samples every value.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from privstream.mechanisms.order_statistics import TopNoiseLevels
+from privstream.noise.discrete import _discrete_laplace
+from privstream.noise.rng import RandomSource
+from privstream.sketches import Item, item_order_key, normalize_item
+
+Domain = range | Sequence[Item]
+
+
+class _Universe:
+    """A declared domain: ``range`` (O(1) lookups) or an explicit sequence of distinct items."""
+
+    def __init__(self, domain: Domain) -> None:
+        if isinstance(domain, range):
+            self._range: range | None = domain
+            self._items: Sequence[Item] = domain
+            self._index: dict[Item, int] | None = None
+        elif isinstance(domain, Sequence) and not isinstance(domain, str | bytes):
+            items = [normalize_item(x) for x in domain]
+            index = {x: i for i, x in enumerate(items)}
+            if len(index) != len(items):
+                raise ValueError("domain must not contain duplicate items")
+            self._range, self._items, self._index = None, items, index
+        else:
+            raise TypeError("domain must be a range or a sequence of items")
+        if len(self._items) == 0:
+            raise ValueError("domain must not be empty")
+
+    @property
+    def size(self) -> int:
+        return len(self._items)
+
+    def position(self, item: Item) -> int:
+        if self._range is not None:
+            if type(item) is int and item in self._range:
+                return self._range.index(item)
+        elif item in self._index:  # type: ignore[operator]
+            return self._index[item]  # type: ignore[index]
+        raise ValueError(f"domain: stored key {item!r} is outside the declared domain")
+
+    def item(self, position: int) -> Item:
+        return self._items[position]
+
+
+def _select(candidates: list[tuple[int, object]], k: int, rng: RandomSource) -> list[tuple[int, object]]:
+    """The k largest values; among those tied at the boundary value, a uniformly random subset."""
+    if len(candidates) <= k:
+        return candidates
+    ordered = sorted(candidates, key=lambda c: -c[0])
+    boundary = ordered[k - 1][0]
+    chosen = [c for c in ordered if c[0] > boundary]
+    tied = [c for c in ordered if c[0] == boundary]
+    need = k - len(chosen)
+    for i in range(need):  # partial Fisher–Yates
+        j = i + rng.randbelow(len(tied) - i)
+        tied[i], tied[j] = tied[j], tied[i]
+    return chosen + tied[:need]
+
+
+def _finish(selected: list[tuple[int, object]]) -> list[tuple[Item, int]]:
+    return sorted(((item, value) for value, item in selected), key=lambda p: item_order_key(p[0]))
+
+
+def _check(values: Mapping[Item, int], universe: _Universe, k: int) -> dict[int, int]:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    return {universe.position(x): v for x, v in values.items()}
+
+
+def noisy_top_k_naive(
+    values: Mapping[Item, int],
+    domain: Domain,
+    k: int,
+    scale: Fraction,
+    rng: RandomSource,
+    *,
+    min_value: int | None = None,
+) -> list[tuple[Item, int]]:
+    """Reference implementation: one exact noise draw per domain element (O(d))."""
+    universe = _Universe(domain)
+    stored = _check(values, universe, k)
+    t, s = scale.numerator, scale.denominator
+    candidates = []
+    for pos in range(universe.size):
+        v = stored.get(pos, 0) + _discrete_laplace(t, s, rng)
+        if min_value is None or v >= min_value:
+            candidates.append((v, universe.item(pos)))
+    return _finish(_select(candidates, k, rng))
+
+
+def noisy_top_k(
+    values: Mapping[Item, int],
+    domain: Domain,
+    k: int,
+    scale: Fraction,
+    rng: RandomSource,
+    *,
+    min_value: int | None = None,
+    naive_limit: int = 2048,
+) -> list[tuple[Item, int]]:
+    """Same output law as :func:`noisy_top_k_naive`; O(|stored| + k) noise values for large d."""
+    universe = _Universe(domain)
+    stored = _check(values, universe, k)
+    n_noise = universe.size - len(stored)
+    if n_noise <= naive_limit:
+        return noisy_top_k_naive(values, domain, k, scale, rng, min_value=min_value)
+    t, s = scale.numerator, scale.denominator
+    stored_noisy = [(v + _discrete_laplace(t, s, rng), universe.item(pos)) for pos, v in stored.items()]
+    stored_sorted = sorted(v for v, _ in stored_noisy)
+
+    def stored_at_least(z: int) -> int:
+        return len(stored_sorted) - bisect.bisect_left(stored_sorted, z)
+
+    levels: list[int] = []  # noise-only levels, non-increasing
+    generator = TopNoiseLevels(n_noise, scale, rng)
+    while generator.generated < n_noise:
+        z = generator.next()
+        if min_value is not None and z < min_value:
+            break  # every noise-only value >= min_value is known
+        if stored_at_least(z + 1) + len(levels) - levels.count(z) >= k:
+            break  # the k-th largest value is > z, and every value > z is known
+        levels.append(z)
+    floor = min_value
+    candidates: list[tuple[int, object]] = [(v, x) for v, x in stored_noisy if floor is None or v >= floor]
+    noise_marker = object()
+    candidates += [(z, noise_marker) for z in levels]
+    selected = _select(candidates, k, rng)
+    # Identities of the selected noise-only values: a uniform random subset of the noise-only
+    # positions (rejection sampling; N > naive_limit keeps the acceptance rate high).
+    taken: set[int] = set()
+    out: list[tuple[int, object]] = []
+    for value, who in selected:
+        if who is noise_marker:
+            while True:
+                pos = rng.randbelow(universe.size)
+                if pos not in stored and pos not in taken:
+                    break
+            taken.add(pos)
+            who = universe.item(pos)
+        out.append((value, who))
+    return _finish(out)

@@ -1,0 +1,91 @@
+"""Private Misra–Gries (Lebeda–Tětek Alg. 2) with discrete (geometric) noise, §5.2, and the §5.1
+variant for standard MG sketches.
+
+Noise: one shared η and one fresh Z_x per stored slot, all i.i.d. discrete Laplace with scale 1/ε
+(the two-sided geometric with α = e^{−ε}: Pr[Z = z] = (1−α)/(1+α)·α^{|z|}); every one of the k
+slots gets c_x + η + Z_x, zero-count and dummy slots included; keys with noisy value >= the
+threshold are kept (inclusive); dummies are dropped after thresholding; output sorted by item order.
+
+Thresholds (Pr[Z >= m] = α^m/(1+α) for m >= 1):
+
+* Alg. 1 sketch (§5.2): T = 1 + 2t', t' = ⌈ln(6e^ε/((e^ε+1)δ))/ε⌉. A key outside T ∩ T' has
+  count <= 1, so it passes only if η + Z_x >= 2t', i.e. one of its two samples is >= t'; Lemma 5
+  counts 6 such samples (4 keys + 2 shared), and 6·Pr[Z >= t'] <= δ. We evaluate the closed form,
+  then *verify* 6·Pr[Z >= t'] <= δ numerically and increase t' if float rounding made it fail.
+* Standard MG (§5.1): up to k keys differ (e.g. k keys of count 1 vs. an empty sketch) and all lie
+  on one side (one extra decrement removes count-1 keys; otherwise one key differs), so k + 1
+  samples (k keys + one shared) must stay below t': t' = min{m : (k+1)·Pr[Z >= m] <= δ}.
+
+Privacy on the common keys is Lemma 3 / Cor. 4 with the geometric mechanism in place of Laplace
+(condition on the shared noise for a one-counter change, on the per-key noise for an all-k change:
+each is a 1-D sensitivity-1 geometric mechanism, ε-DP). Lemma 5 adds δ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from privstream.mechanisms.common import add_laplace, check_delta, check_epsilon, laplace_scale, threshold_and_sort
+from privstream.mechanisms.release_types import ErrorBound
+from privstream.noise.distributions import (
+    discrete_laplace_abs_tail,
+    discrete_laplace_tail,
+    smallest_abs_bound,
+    smallest_satisfying,
+)
+from privstream.noise.discrete import _discrete_laplace
+from privstream.noise.rng import RandomSource
+from privstream.sketches import Key
+
+
+def _smallest_tail_index(samples: int, epsilon: float, delta: float, start: int) -> int:
+    """Smallest m >= 1 with samples·Pr[Z >= m] <= δ, Z two-sided geometric with scale 1/ε."""
+    return smallest_satisfying(lambda m: samples * discrete_laplace_tail(m, 1.0 / epsilon) <= delta, 1, start)
+
+
+def pmg_half_threshold(epsilon: float, delta: float) -> int:
+    """t' of §5.2: ⌈ln(6e^ε/((e^ε+1)δ))/ε⌉, verified so that 6·Pr[Z >= t'] <= δ."""
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    closed = math.ceil(math.log(6 * math.exp(eps) / ((math.exp(eps) + 1) * dlt)) / eps)
+    if closed >= 1 and 6 * discrete_laplace_tail(closed, 1.0 / eps) <= dlt:
+        return closed
+    return _smallest_tail_index(6, eps, dlt, closed)  # only if float rounding broke the closed form
+
+
+def pmg_threshold(epsilon: float, delta: float) -> int:
+    """Inclusive threshold of discrete PMG on an Alg. 1 sketch: 1 + 2⌈ln(6e^ε/((e^ε+1)δ))/ε⌉ (§5.2)."""
+    return 1 + 2 * pmg_half_threshold(epsilon, delta)
+
+
+def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> int:
+    """Inclusive threshold of discrete PMG on a standard MG sketch (§5.1, k + 1 samples)."""
+    eps, dlt = check_epsilon(epsilon), check_delta(delta)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    guess = math.ceil(math.log((k + 1) * math.exp(eps) / ((math.exp(eps) + 1) * dlt)) / eps)
+    return 1 + 2 * _smallest_tail_index(k + 1, eps, dlt, start=guess)
+
+
+def pmg_release(
+    slots: Sequence[tuple[Key, int]], epsilon: float, threshold: int, rng: RandomSource
+) -> tuple[tuple[Key, int], ...]:
+    """Alg. 2 core: shared η + per-slot Z on every slot, inclusive threshold, dummies dropped."""
+    scale = laplace_scale(1, epsilon)
+    eta = _discrete_laplace(scale.numerator, scale.denominator, rng)
+    noisy = add_laplace(((x, c + eta) for x, c in slots), scale, rng)
+    return threshold_and_sort(noisy, threshold)
+
+
+def pmg_error_bound(epsilon: float, threshold: int, k: int, beta: float) -> ErrorBound:
+    """Thm 8 / Lemma 7 for the discrete variant: all k+1 samples lie in [−b, b] w.p. >= 1−β with
+    (k+1)·Pr[|Z| > b] <= β, so a released value is c_x ± 2b, and an unreleased stored key has
+    c_x + noise <= T − 1, i.e. c_x <= T − 1 + 2b. With c_x ∈ [f(x) − n/(k+1), f(x)] (Fact 1)."""
+    b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, 1.0 / epsilon), k + 1, beta)
+    return ErrorBound(
+        below=float(threshold - 1 + 2 * b),
+        above=float(2 * b),
+        beta=beta,
+        sketch_term="n/(k+1)",
+        derivation=f"Lebeda-Tetek Thm 8 (discrete): b={b} with (k+1)Pr[|Z|>b]<=beta, threshold {threshold}",
+    )

@@ -1,0 +1,183 @@
+"""State and behaviour shared by the Misra–Gries-type sketches (MG, standard MG, PAMG).
+
+A sketch holds its counters, ``k``, ``n`` (total weight seen) and its
+:class:`~privstream.sketches.build.Build`. Merges and batch updates all go through
+:func:`~privstream.sketches.merge.mg_merge`; serialisation through the shared binary format.
+
+Counters live in a dict (``_counters``, what sequential updates mutate) and/or, after a merge or
+batch, in a numpy-backed :class:`~privstream.sketches.histogram.Counts` (``_summary``), so that
+consecutive batches never convert k counters to Python objects and back; the dict is built lazily
+when an update or query needs it. Invariant: at least one is set; if both are, they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Self, TypeVar
+
+from privstream.sketches.binary_format import (
+    SketchType,
+    decode,
+    decode_build,
+    decode_counters,
+    encode,
+    encode_counters,
+    require,
+)
+from privstream.sketches.build import Build
+from privstream.sketches.histogram import Counts
+from privstream.sketches.merge import mg_merge
+from privstream.sketches.order import Dummy, Item, Key, item_order_key, normalize_item
+from privstream.sketches.validation import check_int
+
+
+class CounterSketch:
+    """Base class; subclasses set the class attributes below."""
+
+    _sketch_type: ClassVar[SketchType]
+    _merged_build: ClassVar[Build]
+    _family: ClassVar[str]  # sketches merge only within a family (same privacy unit)
+    _n_extra_params: ClassVar[int] = 0
+
+    def __init__(self, k: int, build: Build) -> None:
+        self._k = check_int("k", k)
+        self._n = 0
+        self._build = build
+        self._counters: dict[Key, int] | None = {}
+        self._summary: Counts | None = None
+
+    def _read(self) -> dict[Key, int]:
+        """The counters as a dict (built from the summary if needed)."""
+        if self._counters is None:
+            self._counters = self._summary.to_dict()  # type: ignore[union-attr, assignment]
+        return self._counters  # type: ignore[return-value]
+
+    def _write(self) -> dict[Key, int]:
+        """The dict, about to be mutated by a sequential update: the summary becomes stale."""
+        counters = self._read()
+        self._summary = None
+        return counters
+
+    def _as_counts(self) -> Counts:
+        """The counters as :class:`Counts` (Dummy and zero-count keys dropped)."""
+        return self._summary if self._summary is not None else Counts.from_mapping(self._read())
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def k(self) -> int:
+        return self._k
+
+    @property
+    def n(self) -> int:
+        """Total weight (number of items) summarised."""
+        return self._n
+
+    @property
+    def build(self) -> Build:
+        return self._build
+
+    def estimate(self, item: object) -> int:
+        """Estimated frequency of ``item`` (0 if not stored); never above the true frequency."""
+        return self._read().get(normalize_item(item), 0)
+
+    def counters(self) -> dict[Item, int]:
+        """Real keys with a positive count, in the universe's total order."""
+        pairs = [(x, c) for x, c in self._read().items() if c > 0 and type(x) is not Dummy]
+        pairs.sort(key=lambda p: item_order_key(p[0]))
+        return dict(pairs)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(k={self._k}, n={self._n}, build={self._build.name}, keys={len(self.counters())})"
+
+    # ------------------------------------------------------------------ merging
+    def _absorb(self, counts: Counts, weight: int) -> None:
+        """Merge an exact histogram or another sketch's counters into this sketch."""
+        self._summary = mg_merge(self._as_counts(), counts, self._k)
+        self._counters = None
+        self._n += weight
+        self._build = self._merged_build
+        self._after_merge()
+
+    def _after_merge(self) -> None:
+        """Hook for subclasses with extra sequential state."""
+
+    def _check_mergeable(self, other: CounterSketch) -> None:
+        if not isinstance(other, CounterSketch) or other._family != self._family:
+            raise TypeError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
+        if other.k < self._k:
+            raise ValueError(
+                f"other.k={other.k} is smaller than k={self._k}: the merged error bound would break"
+            )
+
+    def merge(self, other: CounterSketch) -> None:
+        """In place: self <- Merge(self, other) (Agarwal et al.; Lebeda–Tětek Lemma 7.1)."""
+        self._check_mergeable(other)
+        self._absorb(other._as_counts(), other.n)
+
+    def _standard_update(self, x: Item) -> None:
+        """Standard MG step: increment, insert into a free counter, or decrement all and drop zeros."""
+        counters = self._write()
+        if x in counters:
+            counters[x] += 1
+        elif len(counters) < self._k:
+            counters[x] = 1
+        else:
+            self._counters = {y: c - 1 for y, c in counters.items() if c > 1}
+
+    # ------------------------------------------------------------------ bytes
+    def _extra_params(self) -> list[int]:
+        return []
+
+    def _restore_extra(self, extra: tuple[int, ...]) -> None:
+        """Set subclass state from the extra parameters and validate ``_counters``."""
+
+    def to_bytes(self) -> bytes:
+        params = [self._k, self._n, self._build.code, *self._extra_params()]
+        return encode(self._sketch_type, params, encode_counters(self._read()))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Self:
+        params, payload = decode(data, cls._sketch_type, 3 + cls._n_extra_params)
+        k, n, build_code = params[:3]
+        build = decode_build(build_code)
+        require(build in cls._allowed_builds(), f"build {build.name} is invalid for {cls.__name__}")
+        require(k >= 1, "k must be >= 1")
+        sketch = cls.__new__(cls)
+        CounterSketch.__init__(sketch, k, build)
+        sketch._n = n
+        sketch._counters = decode_counters(payload)
+        counts = sketch._counters.values()
+        require(all(c >= 0 for c in counts) and sum(counts) <= n, "counts must be >= 0 and sum to <= n")
+        if build is not Build.ALG1_SEQUENTIAL:
+            require(len(sketch._counters) <= k, "more than k counters")
+            require(all(c > 0 for c in counts), "zero counters stored outside an Alg. 1 sketch")
+            require(
+                not any(type(x) is Dummy for x in sketch._counters), "dummy keys outside an Alg. 1 sketch"
+            )
+        sketch._restore_extra(params[3:])
+        return sketch
+
+    @classmethod
+    def _allowed_builds(cls) -> tuple[Build, ...]:
+        raise NotImplementedError
+
+
+SketchT = TypeVar("SketchT", bound=CounterSketch)
+
+
+def common_param(sketches: Sequence[object], name: str) -> int:
+    """The value of parameter ``name`` shared by all ``sketches`` (ValueError if empty or unequal)."""
+    values = {getattr(s, name) for s in sketches}
+    if not values:
+        raise ValueError("sketches must not be empty")
+    if len(values) != 1:
+        raise ValueError(f"sketches have different {name}: {sorted(values)}; pass {name} explicitly")
+    return values.pop()
+
+
+def merge_all_into(out: SketchT, sketches: Sequence[CounterSketch]) -> SketchT:
+    """Left fold ``out <- Merge(out, s)`` over ``sketches`` in the given (fixed) order; the result's
+    build is the merged build even for a single input (Cor. 7.2 / Cor. 8.10)."""
+    for s in sketches:
+        out.merge(s)
+    return out

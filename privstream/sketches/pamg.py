@@ -1,0 +1,162 @@
+"""Privacy-Aware Misra–Gries (Lebeda–Tětek Alg. 4) for user-level privacy.
+
+Each user contributes a set of at most m < k *distinct* items. PAMG increments every item of the
+user (inserting missing ones with count 1) and then, if more than k keys are stored, decrements
+all counters once and removes zeros. Guarantees: error within [f(x) - ⌊N/(k+1)⌋, f(x)] (Lemma 8.8,
+N = total items); removing one user changes at most k counters by exactly 1, all in the same
+direction, with nested key sets (Lemma 8.9): ℓ2-sensitivity √k independent of m.
+
+``update_batch`` / ``update_batch_flat`` merge the exact histogram of a whole batch of users with
+the mergeable-summaries merge: removing a user changes that histogram by {0,1} on at most m keys,
+so Lemma 7.1 applies and the result has the Cor. 8.10 structure (build ``PAMG_MERGED``, error
+bound M/(k+1) by Lemma 8.11). ``merge``/``merge_pamg`` also give ``PAMG_MERGED``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from privstream.sketches.binary_format import SketchType, register, require
+from privstream.sketches.build import Build
+from privstream.sketches.counter_sketch import CounterSketch, common_param, merge_all_into
+from privstream.sketches.histogram import exact_histogram
+from privstream.sketches.order import Item, normalize_item
+from privstream.sketches.validation import check_int
+
+
+@register(SketchType.PAMG)
+class PrivacyAwareMisraGries(CounterSketch):
+    """Alg. 4 with k counters for users of at most m distinct items (1 <= m < k)."""
+
+    _sketch_type: ClassVar[SketchType] = SketchType.PAMG
+    _merged_build: ClassVar[Build] = Build.PAMG_MERGED
+    _family: ClassVar[str] = "user"
+    _n_extra_params: ClassVar[int] = 2
+
+    def __init__(self, k: int, m: int) -> None:
+        super().__init__(k, Build.PAMG)
+        self._m = check_int("m", m)
+        if self._m >= self._k:
+            raise ValueError(f"m must be < k (Lebeda-Tetek §8 assumes k > m), got m={self._m}, k={self._k}")
+        self._users = 0
+
+    @property
+    def m(self) -> int:
+        return self._m
+
+    @property
+    def n_users(self) -> int:
+        return self._users
+
+    def _user_items(self, items: Iterable[object]) -> list[Item]:
+        xs = [normalize_item(x) for x in items]
+        if len(xs) > self._m:
+            raise ValueError(f"a user may contribute at most m={self._m} items, got {len(xs)}")
+        if len(set(xs)) != len(xs):
+            raise ValueError(f"a user's items must be distinct, got duplicates in {xs!r}")
+        return xs
+
+    def update_user(self, items: Iterable[object]) -> None:
+        """Alg. 4 step for one user's set of at most m distinct items."""
+        xs = self._user_items(items)
+        self._users += 1
+        self._n += len(xs)
+        counters = self._write()
+        for x in xs:
+            counters[x] = counters.get(x, 0) + 1
+        if len(counters) > self._k:  # decrement all once for this user
+            self._counters = {y: c - 1 for y, c in counters.items() if c > 1}
+
+    def update_batch(self, users: Iterable[Iterable[object]]) -> None:
+        """Validate each user, then merge the batch's exact histogram (build ``PAMG_MERGED``)."""
+        flat: list[Item] = []
+        count = 0
+        for user in users:
+            flat.extend(self._user_items(user))
+            count += 1
+        self._absorb_users(flat, count)
+
+    def update_batch_flat(self, items: np.ndarray, offsets: np.ndarray) -> None:
+        """Vectorised batch: user i holds ``items[offsets[i]:offsets[i+1]]`` (int items).
+        Checks sizes <= m and distinctness per user with numpy, then merges as ``update_batch``."""
+        items = np.asarray(items)
+        offsets = np.asarray(offsets)
+        if items.ndim != 1 or items.dtype.kind not in "iu":
+            raise TypeError("items must be a 1-d integer array (use update_batch for str items)")
+        if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) == 0:
+            raise TypeError("offsets must be a non-empty 1-d integer array")
+        sizes = np.diff(offsets)
+        if offsets[0] != 0 or offsets[-1] != len(items) or (sizes < 0).any():
+            raise ValueError("offsets must start at 0, be non-decreasing and end at len(items)")
+        if len(sizes) and int(sizes.max()) > self._m:
+            raise ValueError(f"a user may contribute at most m={self._m} items, got {int(sizes.max())}")
+        _check_distinct_rows(items.astype(np.int64, copy=False), sizes)
+        self._absorb_users(items, len(sizes))
+
+    def _absorb_users(self, items: Sequence[Item] | np.ndarray, users: int) -> None:
+        hist = exact_histogram(items)
+        self._absorb(hist, hist.total())
+        self._users += users
+
+    def _check_mergeable(self, other: CounterSketch) -> None:
+        super()._check_mergeable(other)
+        if other.m != self._m:  # type: ignore[attr-defined]
+            raise ValueError(f"cannot merge PAMG sketches with different m: {other.m} != {self._m}")  # type: ignore[attr-defined]
+
+    def merge(self, other: CounterSketch) -> None:
+        super().merge(other)
+        self._users += other.n_users  # type: ignore[attr-defined]
+
+    def _extra_params(self) -> list[int]:
+        return [self._m, self._users]
+
+    def _restore_extra(self, extra: tuple[int, ...]) -> None:
+        self._m, self._users = extra
+        require(1 <= self._m < self._k, "PAMG needs 1 <= m < k")
+        require(self._n <= self._m * self._users, "more items than m * users")
+
+    @classmethod
+    def _allowed_builds(cls) -> tuple[Build, ...]:
+        return (Build.PAMG, Build.PAMG_MERGED)
+
+
+_PAIRWISE_MAX_WIDTH = 16
+
+
+def _check_distinct_rows(items: np.ndarray, sizes: np.ndarray) -> None:
+    """ValueError if some user's slice of ``items`` holds a repeated value. Users of <= 16 items:
+    all column pairs of a (users x width) grid are compared; larger users: one lexsort."""
+    if len(items) == 0:
+        return
+    width = int(sizes.max())
+    if width <= _PAIRWISE_MAX_WIDTH:
+        if bool((sizes == width).all()):
+            grid = items.reshape(-1, width)
+        else:
+            grid = np.zeros((len(sizes), width), dtype=np.int64)
+            grid[np.arange(width) < sizes[:, None]] = items  # row-major fill = the slices in order
+        bad = np.zeros(len(sizes), dtype=bool)
+        for j in range(1, width):
+            present = sizes > j
+            for i in range(j):
+                bad |= (grid[:, i] == grid[:, j]) & present
+        offenders = np.flatnonzero(bad)
+    else:
+        users = np.repeat(np.arange(len(sizes)), sizes)
+        order = np.lexsort((items, users))
+        values, owners = items[order], users[order]
+        offenders = owners[1:][(values[1:] == values[:-1]) & (owners[1:] == owners[:-1])]
+    if len(offenders):
+        raise ValueError(
+            f"a user's items must be distinct; user {int(offenders.min())} of the batch repeats an item"
+        )
+
+
+def merge_pamg(sketches: Sequence[PrivacyAwareMisraGries]) -> PrivacyAwareMisraGries:
+    """Merge PAMG sketches (same k and m) in the given fixed order (Lebeda–Tětek Cor. 8.10)."""
+    sketches = list(sketches)
+    out = PrivacyAwareMisraGries(common_param(sketches, "k"), common_param(sketches, "m"))
+    return merge_all_into(out, sketches)

@@ -1,0 +1,201 @@
+"""Flink fixtures: connector jars, a broker for Flink tests, a shared synthetic stream, job runners.
+
+The Flink tests share one produced stream (``hh_stream``, session scope) and one failure-free
+reference run (``hh_reference_run``) so that each job starts only once per session; the machine
+is small, so keep new Flink tests few and reuse these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def flink_connector_jars() -> list[Path]:
+    from privstream.connectors.flink_jars import ensure_connector_jars
+
+    return ensure_connector_jars()
+
+
+@pytest.fixture(scope="session")
+def flink_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The shared ``kafka_broker`` if the Kafka plugin provides it, else an own embedded broker."""
+    try:
+        yield request.getfixturevalue("kafka_broker")
+        return
+    except pytest.FixtureLookupError:
+        pass
+    from privstream.connectors.broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, compacted: bool = False) -> str:
+    from privstream.connectors.topics import TopicSpec, create_topics
+
+    create_topics(bootstrap, [TopicSpec(name, partitions, compacted=compacted)])
+    return name
+
+
+def read_topic(bootstrap: str, topic: str, *, expect: int | None = None, idle_s: float = 3.0,
+               timeout_s: float = 120.0) -> list[tuple[str, dict[str, Any]]]:
+    """Decoded records of ``topic`` read with ``read_committed``, in partition/offset order.
+
+    Stops when ``expect`` records were read (then waits ``idle_s`` more to catch duplicates), or
+    when nothing arrived for ``idle_s`` with ``expect=None``."""
+    from kafka import TopicPartition
+
+    from privstream.connectors.avro_codec import decode
+    from privstream.connectors.clients import kafka_consumer
+
+    consumer = kafka_consumer(bootstrap, isolation_level="read_committed")
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out: list[tuple[int, int, tuple[str, dict[str, Any]]]] = []
+        deadline = time.monotonic() + timeout_s
+        last = time.monotonic()
+        while time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                for rec in records:
+                    out.append((tp.partition, rec.offset, decode(rec.value)))
+                    last = time.monotonic()
+            reached = expect is not None and len(out) >= expect
+            if (reached or expect is None) and time.monotonic() - last > idle_s:
+                break
+        return [rec for _, _, rec in sorted(out, key=lambda r: (r[0], r[1]))]
+    finally:
+        consumer.close()
+
+
+@dataclass
+class ProducedStream:
+    """A synthetic stream on ``topic``: ``batches[p]`` are partition p's EventBatch item arrays in order."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    batch_size: int
+    batches: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    malformed: dict[int, int] = field(default_factory=dict)  #: partition -> malformed messages sent
+
+    @property
+    def items(self) -> np.ndarray:
+        return np.concatenate([b for p in sorted(self.batches) for b in self.batches[p]])
+
+
+def produce_stream(bootstrap: str, topic: str, *, partitions: int = 3, events: int = 60_000,
+                   batch_size: int = 500, seed: int = 11, malformed_partition: int | None = 1) -> ProducedStream:
+    """Zipf events as EventBatch messages round robin over partitions, one malformed message, EndMarkers."""
+    from privstream.connectors.produce import EventProducer
+    from privstream.datagen import generate_events
+
+    create_topic(bootstrap, topic, partitions)
+    columns = generate_events("zipf", events, seed=seed, universe=2000, rate=10_000.0, start_time_ms=1_700_000_000_000)
+    stream = ProducedStream(bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)})
+    with EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="none") as producer:
+        half = (events // batch_size // 2) * batch_size
+        producer.send(columns.items[:half], None, columns.event_time_ms[:half])
+        if malformed_partition is not None:
+            producer.flush()
+            producer._producer.send(topic, value=b"\x00not avro", partition=malformed_partition)
+            stream.malformed[malformed_partition] = 1
+        producer.send(columns.items[half:], None, columns.event_time_ms[half:])
+        producer.finish()
+    chunks = [columns.items[i : i + batch_size] for i in range(0, events, batch_size)]
+    for j, chunk in enumerate(chunks):  # the producer's round robin: chunk j -> partition j % P
+        stream.batches[j % partitions].append(np.asarray(chunk, dtype=np.int64))
+    return stream
+
+
+def job_args(stream: ProducedStream, out_prefix: str, *extra: str, k: int = 32, epoch: str = "8000",
+             noise_seed: int = 7) -> argparse.Namespace:
+    """Parsed heavy-hitters options for ``stream`` with output topics named after ``out_prefix``."""
+    from privstream.jobs.heavy_hitters import configure
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return parser.parse_args([
+        "--bootstrap", stream.bootstrap, "--topic", stream.topic,
+        "--epsilon", "1.0", "--delta", "1e-6", "--k", str(k), "--epoch", epoch,
+        "--releases-topic", f"{out_prefix}-releases", "--ledger-topic", f"{out_prefix}-ledger",
+        "--dlq-topic", f"{out_prefix}-dlq", "--expose-sketches-topic", f"{out_prefix}-sketches",
+        "--ledger-id", f"test/{out_prefix}", "--noise-seed", str(noise_seed),
+        "--checkpoint-interval", "500ms", "--stop-at-end-markers", *extra,
+    ])
+
+
+#: Little in-flight data between the source and the (paced) sketch operator, so that checkpoint and
+#: savepoint barriers get through while the stream is still being read.
+SMALL_BUFFERS = (
+    "--bundle-size", "2",
+    "--flink-conf", "taskmanager.memory.segment-size=4kb",
+    "--flink-conf", "taskmanager.network.memory.buffers-per-channel=1",
+    "--flink-conf", "taskmanager.network.memory.floating-buffers-per-gate=1",
+)
+
+
+@dataclass
+class JobOutputs:
+    releases: list[dict[str, Any]]
+    sketches: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+    dead_letters: list[dict[str, Any]]
+
+
+def read_outputs(bootstrap: str, out_prefix: str, expect_releases: int) -> JobOutputs:
+    def records(suffix: str, expect: int | None) -> list[dict[str, Any]]:
+        return [r for _, r in read_topic(bootstrap, f"{out_prefix}-{suffix}", expect=expect, idle_s=2.0)]
+
+    return JobOutputs(
+        releases=records("releases", expect_releases),
+        sketches=records("sketches", expect_releases),
+        ledger=records("ledger", expect_releases),
+        dead_letters=records("dlq", None),
+    )
+
+
+def run_job_to_end(args: argparse.Namespace) -> None:
+    """Run the heavy-hitters job in this process until its bounded source is exhausted."""
+    from privstream.jobs.heavy_hitters import resolve
+    from privstream.jobs.pipeline import execute
+
+    config, shards, jars = resolve(args)
+    execute(config, shards=shards, jars=jars)
+
+
+@pytest.fixture(scope="session")
+def hh_stream(flink_broker: Any, flink_connector_jars: list[Path]) -> ProducedStream:
+    return produce_stream(flink_broker.bootstrap, unique_topic("hh-events"))
+
+
+@pytest.fixture(scope="session")
+def hh_reference_run(hh_stream: ProducedStream) -> JobOutputs:
+    """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard)."""
+    prefix = unique_topic("ref")
+    run_job_to_end(job_args(hh_stream, prefix))
+    return read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+
+
+def start_job(args: argparse.Namespace) -> Any:
+    """Submit the heavy-hitters job asynchronously in this process; returns the PyFlink ``JobClient``."""
+    from privstream.jobs.heavy_hitters import resolve
+    from privstream.jobs.pipeline import prepare
+
+    config, shards, jars = resolve(args)
+    return prepare(config, shards=shards, jars=jars).execute_async(config.job_name)

@@ -1,0 +1,130 @@
+"""The heavy-hitters job on a real Flink MiniCluster against the real embedded Kafka-protocol broker.
+
+All tests share one produced stream (3 partitions × 40 EventBatch messages of 500 Zipf events, one
+malformed message, EndMarkers) and one failure-free reference run (``hh_reference_run``). Noise is
+seeded (``--noise-seed``, a test-only option) so releases are reproducible and can be recomputed
+from core; outputs are read with ``read_committed``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privstream.accounting import Budget, PrivacyLedger
+from privstream.mechanisms import release
+from privstream.noise.rng import SeededRandomSource
+from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
+from tests.flink_fixtures import JobOutputs, ProducedStream
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+
+EPOCH_EVENTS, K = 8000, 32
+
+
+def core_epoch_sketches(batches: list[np.ndarray]) -> list[MisraGries]:
+    """Core's per-shard sketches: count epochs of EPOCH_EVENTS, fed message by message."""
+    sketches: list[MisraGries] = []
+    seen = 0
+    for batch in batches:
+        start = 0
+        while start < len(batch):
+            epoch = (seen + start) // EPOCH_EVENTS
+            stop = min(len(batch), (epoch + 1) * EPOCH_EVENTS - seen)
+            while len(sketches) <= epoch:
+                sketches.append(MisraGries(K))
+            sketches[epoch].update_batch(batch[start:stop])
+            start = stop
+        seen += len(batch)
+    return sketches
+
+
+def core_merged(stream: ProducedStream) -> list:
+    per_shard = {p: core_epoch_sketches(b) for p, b in stream.batches.items()}
+    epochs = max(len(v) for v in per_shard.values())
+    return [
+        merge_misra_gries([per_shard[p][e] for p in sorted(per_shard) if e < len(per_shard[p])], k=K)
+        for e in range(epochs)
+    ]
+
+
+def released_items(record: dict) -> list[tuple[object, int]]:
+    return [(i["item"], i["count"]) for i in record["items"]]
+
+
+def assert_same_releases(a: JobOutputs, b: JobOutputs) -> None:
+    key = ("epoch", "items", "epsilon", "delta", "mechanism", "neighbour_relation", "privacy_unit", "error_bound")
+    assert [{k: r[k] for k in key} for r in a.releases] == [{k: r[k] for k in key} for r in b.releases]
+
+
+def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
+    hh_stream: ProducedStream, hh_reference_run: JobOutputs
+) -> None:
+    out = hh_reference_run
+    expected = core_merged(hh_stream)
+    assert len(expected) == 3
+    # the pre-noise merged sketches (test-only side topic) equal core's fixed-order merge
+    assert [s["epoch"] for s in out.sketches] == [0, 1, 2]
+    for snap, want in zip(out.sketches, expected, strict=True):
+        got = load_sketch(snap["data"])
+        assert got.build is Build.MERGED and snap["build"] == "MERGED"
+        assert got.counters() == want.counters() and got.n == want.n
+    # the releases equal core's release of core's merge with the same (test-only) seeded noise
+    assert [r["epoch"] for r in out.releases] == [0, 1, 2]
+    for rec, want in zip(out.releases, expected, strict=True):
+        ledger = PrivacyLedger(Budget(1.0, 1e-6), composition="parallel_epochs")
+        ref = release(want, Budget(1.0, 1e-6), rng=SeededRandomSource(f"privstream-test-noise:7:{rec['epoch']}"),
+                      epoch=rec["epoch"], ledger=ledger)
+        assert rec["mechanism"] == ref.mechanism and rec["mechanism"] != "pmg"
+        assert released_items(rec) == [(x, c) for x, c in ref.items]
+        assert rec["epsilon"] == 1.0 and rec["delta"] == 1e-6 and rec["privacy_unit"]
+    assert any(released_items(r) for r in out.releases)  # Zipf heavy hitters survive the noise
+    # the malformed message went to the dead-letter topic with its reason and position
+    assert len(out.dead_letters) == 1
+    dead = out.dead_letters[0]
+    assert dead["partition"] == 1 and dead["original_value"] == b"\x00not avro" and "undecodable" in dead["error"]
+    # ledger: one charge per epoch, disjoint epochs compose in parallel
+    last = max(out.ledger, key=lambda e: e["sequence"])
+    assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(1.0)
+
+
+def test_injected_failure_restores_exactly_once(hh_stream: ProducedStream, hh_reference_run: JobOutputs,
+                                                tmp_path) -> None:
+    """The sketch operator throws once mid-stream (restart strategy on): the restored job's
+    committed outputs equal the failure-free run's: same merged sketches, each epoch released
+    exactly once, the ledger charged once per epoch."""
+    from tests.flink_fixtures import SMALL_BUFFERS, job_args, read_outputs, run_job_to_end, unique_topic
+
+    marker = tmp_path / "failed-once"
+    prefix = unique_topic("fail")
+    run_job_to_end(job_args(hh_stream, prefix, "--test-fail-once", str(marker), "--test-fail-after", "14000",
+                            "--test-pace-ms", "40", *SMALL_BUFFERS))
+    assert marker.exists()  # the failure did happen
+    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    assert_same_releases(out, hh_reference_run)
+    assert [s["data"] for s in out.sketches] == [s["data"] for s in hh_reference_run.sketches]
+    assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]  # no charge published twice
+    assert max(out.ledger, key=lambda e: e["sequence"])["epsilon_spent"] == pytest.approx(1.0)
+    assert len(out.dead_letters) == 1
+
+
+def test_stop_with_savepoint_and_resume(hh_stream: ProducedStream, hh_reference_run: JobOutputs, tmp_path) -> None:
+    """Stop mid-stream with a savepoint once a release is committed, resume from it: together the
+    two runs publish exactly the failure-free releases, each epoch once."""
+    from privstream.jobs.savepoints import stop_with_savepoint
+    from tests.flink_fixtures import SMALL_BUFFERS, job_args, read_outputs, read_topic, start_job, unique_topic
+
+    prefix = unique_topic("sp")
+    client = start_job(job_args(hh_stream, prefix, "--test-pace-ms", "60", *SMALL_BUFFERS))
+    first = read_topic(hh_stream.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0, timeout_s=120)
+    assert len(first) == 1  # epoch 0 is released (and committed) while the stream is still being read
+    savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
+    assert savepoint
+    before = read_topic(hh_stream.bootstrap, f"{prefix}-releases", idle_s=1.0)
+    assert 1 <= len(before) < 3  # stopped mid-stream
+    from tests.flink_fixtures import run_job_to_end
+
+    run_job_to_end(job_args(hh_stream, prefix, "--restore-from", savepoint))
+    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    assert_same_releases(out, hh_reference_run)
+    assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]

@@ -1,0 +1,118 @@
+"""The Flink-free bodies of the job's operators: payload decoding, epochs, shard sketching, merge.
+
+These run in milliseconds; the real-Flink tests are in ``test_flink_heavy_hitters.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privstream.connectors.avro_codec import encode
+from privstream.operators.epochs import FINAL, CountEpochs, ShardProgress, TimeEpochs
+from privstream.operators.payloads import EndPayload, EventPayload, PayloadError, UserSetPayload, decode_payload
+from privstream.operators.shard_logic import EpochMerger, ShardSketch, ShardSketcher
+from privstream.operators.sketch_spec import SketchSpec
+from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
+
+
+def _batch(items: list[int], t0: int = 0, step: int = 1) -> bytes:
+    events = [{"item": x, "user_id": None, "event_time": t0 + i * step} for i, x in enumerate(items)]
+    return encode("EventBatch", {"events": events})
+
+
+def test_decode_payload_kinds_and_errors() -> None:
+    p = decode_payload(_batch([3, 1, 3]), user_sets=False)
+    assert isinstance(p, EventPayload) and p.items.tolist() == [3, 1, 3] and p.times.tolist() == [0, 1, 2]
+    mixed = encode("EventBatch", {"events": [{"item": "a", "user_id": None, "event_time": 5}]})
+    assert decode_payload(mixed, user_sets=False).items == ["a"]
+    end = decode_payload(encode("EndMarker", {"producer_id": "p", "events_sent": 9}), user_sets=False)
+    assert end == EndPayload("p", 9)
+    user = encode("UserSetEvent", {"user_id": 4, "items": [1, 2], "event_time": 7})
+    assert decode_payload(user, user_sets=True) == UserSetPayload(4, (1, 2), 7)
+    with pytest.raises(PayloadError, match="undecodable"):
+        decode_payload(b"garbage", user_sets=False)
+    with pytest.raises(PayloadError, match="UserSetEvent"):
+        decode_payload(_batch([1]), user_sets=True)
+    with pytest.raises(PayloadError, match="EventBatch or Event"):
+        decode_payload(user, user_sets=False)
+
+
+def test_count_epochs_split_batches_at_boundaries() -> None:
+    policy, progress = CountEpochs(4), ShardProgress()
+    payload = EventPayload(np.arange(10), np.zeros(10, dtype=np.int64))
+    split = policy.split(payload, progress)
+    assert [(e, p.items.tolist()) for e, p in split.pieces] == [(0, [0, 1, 2, 3]), (1, [4, 5, 6, 7]), (2, [8, 9])]
+    assert policy.closable_through(progress) == 1
+    with pytest.raises(ValueError, match="epoch_events"):
+        CountEpochs(0)
+
+
+def test_time_epochs_close_on_shard_watermark_and_flag_late_events() -> None:
+    policy, progress = TimeEpochs(10, lateness_ms=5), ShardProgress()
+    split = policy.split(EventPayload(np.array([1, 2, 3]), np.array([0, 12, 16])), progress)
+    assert [(e, p.items.tolist()) for e, p in split.pieces] == [(0, [1]), (1, [2, 3])]
+    assert policy.closable_through(progress) == 0  # watermark 11 has passed epoch 0's end (10)
+    progress.closed_through = 0
+    late = policy.split(EventPayload(np.array([4, 5]), np.array([9, 25])), progress)
+    assert late.late == 1 and [(e, p.items.tolist()) for e, p in late.pieces] == [(2, [5])]
+    with pytest.raises(ValueError, match="lateness"):
+        TimeEpochs(10, -1)
+
+
+def _core_epoch_sketches(batches: list[np.ndarray], size: int, k: int) -> list[MisraGries]:
+    """What core computes for one shard: count epochs of ``size`` fed batch by batch."""
+    sketches: list[MisraGries] = []
+    seen = 0
+    for batch in batches:
+        start = 0
+        while start < len(batch):
+            epoch = (seen + start) // size
+            stop = min(len(batch), (epoch + 1) * size - seen)
+            while len(sketches) <= epoch:
+                sketches.append(MisraGries(k))
+            sketches[epoch].update_batch(batch[start:stop])
+            start = stop
+        seen += len(batch)
+    return sketches
+
+
+def test_shard_sketcher_and_merger_equal_core_fixed_order_merge() -> None:
+    rng = np.random.default_rng(3)
+    spec, policy, k, size = SketchSpec("mg", 8), CountEpochs(700), 8, 700
+    shards = {s: [rng.zipf(1.3, 250) % 50 for _ in range(6 + s)] for s in range(3)}
+    merger = EpochMerger(3, spec)
+    merged = []
+    # interleave the shards' messages: the merge must not depend on arrival order
+    sketchers = {s: ShardSketcher(s, spec, policy, {}, ShardProgress()) for s in shards}
+    for i in range(max(len(b) for b in shards.values())):
+        for s in (2, 0, 1):
+            if i < len(shards[s]):
+                out, late = sketchers[s].add(EventPayload(shards[s][i], np.zeros(250, dtype=np.int64)))
+                assert late == 0
+                for msg in out:
+                    merged += merger.add(msg)
+    for s in (1, 2, 0):
+        for msg in sketchers[s].finish():
+            merged += merger.add(msg)
+    core = {s: _core_epoch_sketches(b, size, k) for s, b in shards.items()}
+    n_epochs = max(len(v) for v in core.values())
+    assert [m.epoch for m in merged] == list(range(n_epochs))
+    for m in merged:
+        expected = merge_misra_gries([core[s][m.epoch] for s in sorted(core) if m.epoch < len(core[s])], k=k)
+        got = load_sketch(m.data)
+        assert got.build is Build.MERGED
+        assert got.counters() == expected.counters() and got.n == expected.n
+
+
+def test_merger_waits_for_every_shard_and_fills_missing_with_empty() -> None:
+    spec = SketchSpec("mg", 4)
+    merger = EpochMerger(2, spec)
+    one = MisraGries(4)
+    one.update_batch(np.array([1, 1, 2]))
+    assert merger.add(ShardSketch(0, 0, one.to_bytes(), 0)) == []  # shard 1 has not closed epoch 0
+    out = merger.add(ShardSketch(1, None, None, FINAL))  # shard 1 ended without data: epoch 0 complete
+    assert [m.epoch for m in out] == [0] and load_sketch(out[0].data).counters() == {1: 2, 2: 1}
+    assert merger.add(ShardSketch(0, None, None, FINAL)) == []  # nothing further was pending
+    with pytest.raises(ValueError, match="shards"):
+        merger.add(ShardSketch(5, 0, one.to_bytes(), 0))

@@ -1,0 +1,96 @@
+"""The LDP producer: values are randomised on the client and only reports reach the wire."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+from privstream.connectors.avro_codec import decode
+from privstream.connectors.broker import EmbeddedBroker
+from privstream.connectors.consume import RecordConsumer
+from privstream.connectors.ldp_producer import LdpProducer, report_from_record, report_to_record
+
+from privstream.ldp import GeneralizedRandomizedResponse, LdpReport
+from privstream.noise.rng import SeededRandomSource
+
+pytestmark = pytest.mark.kafka
+
+SECRETS = [f"secret-site-{i:03d}.example" for i in range(6)]
+
+
+def _read_raw(bootstrap: str, topic: str, count: int) -> list:
+    """Raw Kafka messages (bytes), read without our decoder so nothing is hidden."""
+    with RecordConsumer(bootstrap, topic, dead_letters=False) as consumer:
+        messages = []
+        for _ in range(300):
+            batches = consumer._consumer.poll(timeout_ms=200)
+            for records in batches.values():
+                messages.extend(records)
+            if len(messages) >= count:
+                return messages
+    raise AssertionError(f"only {len(messages)} of {count} messages arrived")
+
+
+def test_ldp_producer_never_emits_a_raw_value(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic(partitions=2)
+    grr = GeneralizedRandomizedResponse(1.0, SECRETS, rng=SeededRandomSource(9))
+    values = [SECRETS[i % len(SECRETS)] for i in range(600)]
+    with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
+        for value in values:
+            producer.submit(value)
+        producer.flush()
+        assert producer.reports_sent == len(values)
+    messages = _read_raw(kafka_broker.bootstrap, topic, len(values))
+    assert len(messages) == len(values)
+    for message in messages:
+        assert message.key is None
+        for secret in SECRETS:
+            assert secret.encode() not in message.value
+            assert secret.encode("utf-16-le") not in message.value
+        schema, record = decode(message.value)
+        assert schema == "LdpReport" and record["scheme"] == "grr"
+        assert set(record["parameters"]) == {
+            "epsilon_ratio",
+            "effective_epsilon",
+            "domain_size",
+            "domain_digest",
+        }
+        assert len(record["payload"]) == 1
+
+    # the server can still estimate: 100 reports per value, |ĉ − 100| ≤ 4.5 sd (false failure ≈ 4e-5, fixed seed)
+    aggregator = grr.new_aggregator()
+    aggregator.add_all(report_from_record(decode(m.value)[1]) for m in messages)
+    for estimate in aggregator.estimate():
+        assert abs(estimate - 100) <= 4.5 * math.sqrt(grr.variance(100, len(values)))
+
+
+def test_ldp_producer_accepts_only_its_reports(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic()
+    grr = GeneralizedRandomizedResponse(1.0, SECRETS)
+    with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
+        for raw in (SECRETS[0], SECRETS[0].encode(), 3, {"payload": b"x"}, None):
+            with pytest.raises(TypeError, match="only LdpReport"):
+                producer.send_report(raw)  # type: ignore[arg-type]
+        other = GeneralizedRandomizedResponse(2.0, SECRETS).encode(SECRETS[1])
+        with pytest.raises(ValueError, match="randomiser"):
+            producer.send_report(other)
+        with pytest.raises(ValueError, match="withheld"):
+            producer.submit("not-in-domain")
+        assert producer.reports_sent == 0
+        assert not [name for name in dir(producer) if "producer" in name.lower() and not name.startswith("_")]
+    with pytest.raises(TypeError, match="randomiser"):
+        LdpProducer(kafka_broker.bootstrap, "grr", topic=topic)  # type: ignore[arg-type]
+
+
+def test_report_record_round_trip() -> None:
+    grr = GeneralizedRandomizedResponse(0.5, 300, rng=SeededRandomSource(1))
+    report = grr.encode(299)
+    again = report_from_record(report_to_record(report))
+    assert again == report and isinstance(again, LdpReport) and grr.accepts(again)
+    with pytest.raises(TypeError, match="only LdpReport"):
+        report_to_record(b"raw")  # type: ignore[arg-type]

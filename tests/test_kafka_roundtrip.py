@@ -1,0 +1,232 @@
+"""Produce/consume round trips against the embedded broker: single and batched messages, keys,
+end markers, dead letters, resume from committed offsets, and the produce CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from privstream.connectors.avro_codec import MAGIC, encode
+from privstream.connectors.broker import EmbeddedBroker
+from privstream.connectors.clients import kafka_producer
+from privstream.connectors.consume import EventConsumer, RecordConsumer
+from privstream.connectors.produce import EventProducer, partition_for
+
+from privstream import datagen
+
+pytestmark = pytest.mark.kafka
+
+
+def _sorted_events(columns: datagen.EventColumns) -> list[tuple]:
+    users = columns.user_ids if columns.user_ids is not None else [None] * len(columns)
+    return sorted(
+        zip(columns.items.tolist(), list(users), columns.event_time_ms.tolist(), strict=True), key=repr
+    )
+
+
+@pytest.mark.parametrize(
+    ("events_per_message", "key_by"), [(1, "none"), (1, "user"), (100, "item"), (1000, "none")]
+)
+def test_round_trip(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str], events_per_message: int, key_by: str
+) -> None:
+    topic = unique_topic(partitions=3)
+    sent = datagen.generate_events("zipf", 3000, seed=5, num_users=40, rate=1000.0, start_time_ms=10**12)
+    with EventProducer(
+        kafka_broker.bootstrap, topic, events_per_message=events_per_message, key_by=key_by
+    ) as producer:
+        producer.send_columns(sent)
+        per_partition = producer.finish()
+    expected_messages = 3000 if events_per_message == 1 else None
+    assert sum(per_partition.values()) == 3000
+    assert expected_messages is None or producer.messages_sent == expected_messages
+
+    with EventConsumer(kafka_broker.bootstrap, topic) as consumer:
+        received = consumer.read(until_end=True, timeout_s=30)
+        assert consumer.ended
+        assert {p: m[0]["events_sent"] for p, m in consumer.end_markers.items()} == per_partition
+    assert received.items.dtype == np.int64 and received.user_ids.dtype == np.int64
+    assert _sorted_events(received) == _sorted_events(sent)
+
+
+def test_keys_put_each_user_in_one_partition(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic(partitions=4)
+    users = np.arange(200) % 17
+    with EventProducer(kafka_broker.bootstrap, topic, events_per_message=7, key_by="user") as producer:
+        producer.send(np.arange(200), users, 5)
+        producer.finish()
+    expected = partition_for(np.arange(17), 4)
+    for partition in range(4):
+        with EventConsumer(kafka_broker.bootstrap, topic, partitions=[partition]) as consumer:
+            got = consumer.read(until_end=True, timeout_s=30)
+        assert all(expected[u] == partition for u in got.user_ids.tolist())
+
+
+def test_string_items_and_missing_users(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic()
+    items = ["a", 1, "ünïcode", -5]
+    with EventProducer(kafka_broker.bootstrap, topic, events_per_message=2) as producer:
+        producer.send(items, [None, "u1", None, 3], [1, 2, 3, 4])
+        producer.finish()
+    with EventConsumer(kafka_broker.bootstrap, topic) as consumer:
+        got = consumer.read(until_end=True, timeout_s=30)
+    assert got.items.dtype == object and got.items.tolist() == items
+    assert got.user_ids.tolist() == [None, "u1", None, 3]
+
+
+def test_producer_rejects_bad_arguments(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic()
+    with pytest.raises(ValueError, match="events_per_message"):
+        EventProducer(kafka_broker.bootstrap, topic, events_per_message=0)
+    with pytest.raises(ValueError, match="key_by"):
+        EventProducer(kafka_broker.bootstrap, topic, key_by="session")  # type: ignore[arg-type]
+    with EventProducer(kafka_broker.bootstrap, topic, key_by="user") as producer:
+        with pytest.raises(ValueError, match="user_ids"):
+            producer.send([1, 2], [None, 1])
+        with pytest.raises(TypeError, match="items"):
+            producer.send(np.array([True, False]))
+
+
+def test_malformed_messages_go_to_the_dead_letter_topic(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    topic = unique_topic(partitions=1)
+    good = encode("Event", {"item": 1, "user_id": None, "event_time": 1})
+    bad = [
+        (b"short", "too short"),
+        (b"\x00\x00" + bytes(8) + b"\x02", "bad magic"),
+        (MAGIC + b"\x01" * 8 + b"\x02", "unknown schema fingerprint"),
+        (good[:-1], "invalid Avro body"),
+        (encode("Release", {**_RELEASE}), "unexpected schema Release"),
+    ]
+    producer = kafka_producer(kafka_broker.bootstrap)
+    for value, _ in bad:
+        producer.send(topic, value=value, key=b"k", partition=0)
+        producer.send(topic, value=good, partition=0)
+    producer.flush()
+    producer.close()
+    with EventConsumer(kafka_broker.bootstrap, topic, group_id="dlq-test") as consumer:
+        got = consumer.read(len(bad), timeout_s=30)
+        consumer.commit()  # flushes the dead letters first
+        assert len(got) == len(bad) and consumer.dead_lettered == len(bad)
+    with RecordConsumer(kafka_broker.bootstrap, f"{topic}-dlq") as dlq:
+        letters = []
+        for _ in range(100):
+            letters += dlq.poll(200)
+            if len(letters) >= len(bad):
+                break
+    assert [r.schema for r in letters] == ["DeadLetter"] * len(bad)
+    for record, (value, reason) in zip(letters, bad, strict=True):
+        letter = record.value
+        assert letter["original_value"] == value and letter["original_key"] == b"k"
+        assert reason in letter["error"]
+        assert letter["topic"] == topic and letter["partition"] == 0
+    assert [r.value["offset"] for r in letters] == [0, 2, 4, 6, 8]
+
+
+_RELEASE = {
+    "items": [],
+    "epsilon": 1.0,
+    "delta": 0.0,
+    "mechanism": "m",
+    "neighbour_relation": "r",
+    "privacy_unit": "event",
+    "epoch": 1,
+    "window_start": None,
+    "window_end": None,
+    "error_bound": 1.0,
+    "release_time": 0,
+}
+
+
+@pytest.mark.parametrize("events_per_message", [1, 50])
+def test_restart_from_committed_offsets_has_no_loss_or_duplicates(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str], events_per_message: int
+) -> None:
+    topic = unique_topic(partitions=3)
+    n = 2000
+    with EventProducer(kafka_broker.bootstrap, topic, events_per_message=events_per_message) as producer:
+        producer.send(np.arange(n), event_time_ms=0)
+        producer.finish()
+    group = f"resume-{topic}"
+    seen: list[int] = []
+    for _ in range(3):  # read a slice (< 500 events), commit, close (a "crash" after commit), restart
+        with EventConsumer(kafka_broker.bootstrap, topic, group_id=group) as consumer:
+            chunk = consumer.read(300, max_records=3, timeout_s=30)
+            consumer.commit()
+        seen += chunk.items.tolist()
+    assert len(seen) < n - 100
+    # uncommitted reads are replayed: read some, do NOT commit, and restart
+    with EventConsumer(kafka_broker.bootstrap, topic, group_id=group) as consumer:
+        consumer.read(100, max_records=3, timeout_s=30)
+    with EventConsumer(kafka_broker.bootstrap, topic, group_id=group) as consumer:
+        seen += consumer.read(n - len(seen), timeout_s=30).items.tolist()
+        consumer.commit()
+    assert len(seen) == n and sorted(seen) == list(range(n))
+
+
+def test_commit_needs_a_group(kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]) -> None:
+    with RecordConsumer(kafka_broker.bootstrap, unique_topic()) as consumer:
+        with pytest.raises(ValueError, match="group_id"):
+            consumer.commit()
+    with pytest.raises(ValueError, match="topic"):
+        RecordConsumer(
+            kafka_broker.bootstrap, "no-such-topic-xyz", start="earliest", allow_auto_create_topics=False
+        )
+
+
+def _produce_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "privstream.cli", "produce", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_produce_cli_generator(kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]) -> None:
+    topic = unique_topic(partitions=2)
+    result = _produce_cli(
+        "--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--generator", "gaussian", "--count", "5000",
+        "--seed", "3", "--users", "10", "--batch", "500", "--key", "user", "--chunk", "1000",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "produced 5000 events" in result.stderr
+    with EventConsumer(kafka_broker.bootstrap, topic) as consumer:
+        got = consumer.read(until_end=True, timeout_s=30)
+    assert len(got) == 5000 and set(got.user_ids.tolist()) <= set(range(10))
+
+
+def test_produce_cli_files(kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str], tmp_path) -> None:
+    csv_path = tmp_path / "events.csv"
+    csv_path.write_text("item,user_id,event_time\n1,alice,100\nfoo,,200\n-3,7,300\n")
+    jsonl_path = tmp_path / "events.jsonl"
+    jsonl_path.write_text(
+        "\n".join(json.dumps(r) for r in [{"item": 5, "user_id": "u"}, {"item": "z", "event_time": 9}])
+    )
+    for path, expected in [(csv_path, [1, "foo", -3]), (jsonl_path, [5, "z"])]:
+        topic = unique_topic()
+        result = _produce_cli("--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--file", str(path))
+        assert result.returncode == 0, result.stderr
+        with EventConsumer(kafka_broker.bootstrap, topic) as consumer:
+            got = consumer.read(until_end=True, timeout_s=30)
+        assert got.items.tolist() == expected
+    assert got.user_ids.tolist() == ["u", None] and got.event_time_ms[1] == 9
+
+
+def test_produce_cli_fails_fast_on_bad_input(kafka_broker: EmbeddedBroker) -> None:
+    bad_param = _produce_cli(
+        "--bootstrap", kafka_broker.bootstrap, "--generator", "zipf", "--count", "10", "--param", "s=0"
+    )
+    assert bad_param.returncode == 2 and "s: must be" in bad_param.stderr
+    no_count = _produce_cli("--bootstrap", kafka_broker.bootstrap, "--generator", "zipf")
+    assert no_count.returncode == 2 and "count" in no_count.stderr
+    unreachable = _produce_cli("--bootstrap", "127.0.0.1:1", "--generator", "zipf", "--count", "10")
+    assert unreachable.returncode == 2 and "127.0.0.1:1 is unreachable" in unreachable.stderr

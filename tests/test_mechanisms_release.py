@@ -1,0 +1,223 @@
+"""The release entry point: validity rules, Release records, noise structure, and Monte Carlo checks
+that the reported error intervals hold at least as often as stated.
+
+Monte Carlo tests use fixed seeds; each asserts that the number of runs violating the interval is
+at most the 1 − 1e-3 quantile of Binomial(R, β), so a mechanism whose bound holds with probability
+exactly 1 − β would fail with probability <= 1e-3 (the bounds are union bounds, so in fact far less).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privstream.accounting import Budget
+from privstream.mechanisms import (
+    MECHANISMS,
+    MechanismNotApplicable,
+    applicable_mechanisms,
+    calibrate_gshm,
+    release,
+    release_partitions,
+)
+from privstream.mechanisms.common import threshold_and_sort
+from privstream.mechanisms.pmg import pmg_release
+from privstream.noise import SeededRandomSource
+from privstream.sketches import (
+    Build,
+    Dummy,
+    MisraGries,
+    PrivacyAwareMisraGries,
+    StandardMisraGries,
+    item_order_key,
+    merge_misra_gries,
+)
+
+BUDGET = Budget(1.0, 1e-3)
+
+
+def stream(seed: int, n: int = 3000, universe: int = 200) -> list[int]:
+    return [int(x) for x in np.random.default_rng(seed).zipf(1.5, n) % universe]
+
+
+def alg1(items: list[int], k: int) -> MisraGries:
+    mg = MisraGries(k)
+    for x in items:
+        mg.update(x)
+    return mg
+
+
+def standard(items: list[int], k: int) -> StandardMisraGries:
+    mg = StandardMisraGries(k)
+    for x in items:
+        mg.update(x)
+    return mg
+
+
+def merged(k: int) -> StandardMisraGries:
+    return merge_misra_gries([standard(stream(s), k) for s in (1, 2, 3)])
+
+
+def test_pmg_refused_on_merged_and_standard_sketches() -> None:
+    with pytest.raises(MechanismNotApplicable, match="merged"):
+        release(merged(8), BUDGET, mechanism="pmg")
+    with pytest.raises(MechanismNotApplicable, match="Alg. 1"):
+        release(standard(stream(1), 8), BUDGET, mechanism="pmg")
+    with pytest.raises(MechanismNotApplicable, match="sequentially"):
+        release(merged(8), BUDGET, mechanism="pmg_standard")
+    batch = MisraGries(8)
+    batch.update_batch(stream(4))  # batch update = merged structure
+    with pytest.raises(MechanismNotApplicable):
+        release(batch, BUDGET, mechanism="pmg")
+
+
+@dataclass
+class _FakePAMG:
+    k: int = 4
+    build: Build = Build.PAMG
+    m: int | None = None
+
+    def counters(self) -> dict[int, int]:
+        return {1: 5}
+
+
+def test_user_level_release_needs_m() -> None:
+    with pytest.raises(MechanismNotApplicable, match="bound m"):
+        release(_FakePAMG(), BUDGET, mechanism="gshm")
+    with pytest.raises(MechanismNotApplicable, match="bound m"):
+        release(_FakePAMG(m=0), BUDGET)
+    pamg = PrivacyAwareMisraGries(8, 3)
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        pamg.update_user({int(x) for x in rng.zipf(1.5, 3) % 50})
+    out = release(pamg, BUDGET, mechanism="gshm", rng=SeededRandomSource(1))
+    assert "user" in out.privacy_unit and "user" in out.neighbour_relation
+    assert "M/(k+1)" in out.error_bound.sketch_term
+    reasons = applicable_mechanisms(pamg, BUDGET)
+    assert reasons["pmg"] and reasons["pure_topk"] and not reasons["gshm"] and not reasons["laplace_threshold"]
+
+
+def test_pure_dp_needs_domain_and_delta_mechanisms_need_delta() -> None:
+    sketch = alg1(stream(1), 8)
+    with pytest.raises(MechanismNotApplicable, match="no mechanism applies"):
+        release(sketch, Budget(1.0, 0.0))
+    with pytest.raises(MechanismNotApplicable, match="delta"):
+        release(sketch, Budget(1.0, 0.0), mechanism="gshm")
+    with pytest.raises(MechanismNotApplicable, match="domain"):
+        release(sketch, BUDGET, mechanism="pure_topk")
+    out = release(sketch, Budget(1.0, 0.0), domain=range(200), rng=SeededRandomSource(2))
+    assert out.delta == 0.0 and out.mechanism in ("pure_topk", "chan_topk", "chan_pmg")
+    with pytest.raises(ValueError, match="outside the declared domain"):
+        release(sketch, Budget(1.0, 0.0), mechanism="pure_topk", domain=range(5, 200))
+    with pytest.raises(ValueError, match="mechanism"):
+        release(sketch, BUDGET, mechanism="nope")
+    with pytest.raises(TypeError, match="sketch"):
+        release({1: 2}, BUDGET)
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_release_record(name: str) -> None:
+    sketch = alg1(stream(7), 16)
+    out = release(sketch, Budget(2.0, 1e-4), mechanism=name, domain=range(200), rng=SeededRandomSource(3), epoch=12)
+    assert out.mechanism == name and out.epoch == 12 and out.epsilon == 2.0
+    assert out.delta == (0.0 if name in ("pure_topk", "chan_topk", "chan_pmg") else 1e-4)
+    assert out.privacy_unit == "event" and "add/remove one event" in out.neighbour_relation
+    keys = [x for x, _ in out.items]
+    assert keys == sorted(keys, key=item_order_key)
+    assert not any(isinstance(x, Dummy) for x in keys)
+    assert len(keys) <= 16
+    assert out.error_bound.below >= 0 and out.error_bound.above >= 0 and out.error_bound.beta == 0.05
+    json.dumps(out.to_dict())  # serialisable
+    assert 1 in dict(out.items)  # the heaviest item of zipf(1.5) is released by every mechanism here
+
+
+def test_auto_picks_smallest_error_bound() -> None:
+    sketch = alg1(stream(8), 16)
+    bounds = {}
+    for name, reason in applicable_mechanisms(sketch, BUDGET).items():
+        if not reason:
+            bounds[name] = release(sketch, BUDGET, mechanism=name, rng=SeededRandomSource(1)).error_bound.max_noise_error
+    chosen = release(sketch, BUDGET, rng=SeededRandomSource(1))
+    assert bounds[chosen.mechanism] == min(bounds.values())
+    assert release(merged(16), BUDGET).mechanism in ("gshm", "laplace_threshold")
+
+
+def test_pmg_noises_every_slot_with_one_shared_noise() -> None:
+    """All k slots (zero-count keys included) get c + η + Z_x: with the threshold disabled every
+    slot except dummies is output, and two slots' noises have correlation Var(η)/(2Var(η)) = 1/2.
+    Fisher-z 99.9% interval over 3000 runs."""
+    slots = [(x, 0) for x in range(6)] + [(Dummy(0), 0), (Dummy(1), 0)]
+    rng = SeededRandomSource(9)
+    runs = np.array([[v for _, v in pmg_release(slots, 1.0, -(10**9), rng)] for _ in range(3000)])
+    assert runs.shape == (3000, 6)  # zero-count keys kept, dummies dropped after thresholding
+    r = np.corrcoef(runs[:, 0], runs[:, 1])[0, 1]
+    half_width = 3.29 / np.sqrt(3000 - 3)
+    assert abs(np.arctanh(r) - np.arctanh(0.5)) < half_width
+
+
+def test_threshold_is_inclusive_and_dummies_dropped_after() -> None:
+    out = threshold_and_sort([("b", 5), (3, 4), (Dummy(0), 9), (2, 5)], 5)
+    assert out == ((2, 5), ("b", 5))
+
+
+def _violations(
+    true_counts: Counter, bound_below: float, bound_above: float, releases: list[tuple], universe: range
+) -> int:
+    bad = 0
+    for items in releases:
+        got = dict(items)
+        for x in universe:
+            diff = got.get(x, 0) - true_counts.get(x, 0)
+            if diff < -bound_below or diff > bound_above:
+                bad += 1
+                break
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("name", "builder"),
+    [
+        ("pmg", lambda s: alg1(s, 16)),
+        ("pmg_standard", lambda s: standard(s, 16)),
+        ("gshm", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
+        ("laplace_threshold", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
+        ("pure_topk", lambda s: alg1(s, 16)),
+    ],
+)
+def test_error_interval_holds_at_least_as_often_as_stated(name: str, builder) -> None:  # noqa: ANN001
+    """Lebeda–Tětek Thm 8 (and its analogues): simultaneously for all x in the universe,
+    f(x) − below − n/(k+1) <= f̂(x) <= f(x) + above, with probability >= 1 − β."""
+    items = stream(21, n=3000, universe=120)
+    sketch = builder(items)
+    beta = 0.2
+    runs = 300 if name == "pure_topk" else 1500
+    rng = SeededRandomSource(22)
+    outs = [release(sketch, Budget(1.0, 1e-3), mechanism=name, beta=beta, rng=rng, domain=range(120)) for _ in range(runs)]
+    bound = outs[0].error_bound
+    sketch_error = len(items) / (sketch.k + 1)
+    bad = _violations(Counter(items), bound.below + sketch_error, bound.above, [o.items for o in outs], range(120))
+    assert bad <= stats.binom.ppf(1 - 1e-3, runs, beta)
+    # the bound is not vacuous: it is smaller than the largest count
+    assert bound.max_noise_error < max(Counter(items).values())
+
+
+def test_release_partitions() -> None:
+    parts = [alg1(stream(s, n=1000, universe=100), 8) for s in (31, 32, 33)]
+    out = release_partitions(parts, Budget(1.0), domain=range(100), rng=SeededRandomSource(4))
+    assert out.mechanism == "pure_topk" and out.delta == 0.0 and len(out.items) == 8
+    assert ("partitions", 3) in out.parameters
+    with pytest.raises(MechanismNotApplicable, match="sequentially"):
+        release_partitions([merged(8)], Budget(1.0), domain=range(200))
+
+
+def test_gshm_uses_calibrated_parameters() -> None:
+    out = release(merged(8), Budget(1.0, 1e-3), mechanism="gshm", rng=SeededRandomSource(5))
+    p = calibrate_gshm(1.0, 1e-3, 8)
+    params = dict(out.parameters)
+    assert params["sigma2"] == p.sigma2 and params["tau"] == p.tau and params["threshold"] == p.tau + 1
+    assert all(v >= p.threshold for _, v in out.items)

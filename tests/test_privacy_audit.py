@@ -1,0 +1,220 @@
+"""Empirical privacy audit of PMG (Alg. 2) and GSHM on merged sketches (Thm 8.5), and a check that
+the same audit flags a broken mechanism (Laplace noise calibrated to sensitivity 1 on a merged
+sketch, the Böhler–Kerschbaum error; Lebeda–Tětek §4).
+
+Method: for a pair of worst-case neighbouring inputs (D, D'), run R releases on each with seeded
+sources, and for a family of output events E fixed *before* sampling (thresholds from an independent
+pilot run) bound p = Pr[M(D) ∈ E] from below and p' = Pr[M(D') ∈ E] from above with one-sided
+Clopper–Pearson intervals; (ε, δ)-DP requires p <= e^ε·p' + δ (and symmetrically). A check reports a
+violation only if lower(p) > e^ε·upper(p') + δ.
+
+False-failure rate: each one-sided interval fails with probability α = 1e-3 / (2·#checks), so a
+correct (ε, δ)-DP mechanism triggers *any* violation in one audit with probability <= 1e-3 (union
+bound); with the fixed seeds here the outcome is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privstream.accounting import Budget
+from privstream.mechanisms import calibrate_gshm, pmg_threshold, release
+from privstream.mechanisms.common import add_laplace, laplace_scale, threshold_and_sort
+from privstream.noise import SeededRandomSource
+from privstream.sketches import MisraGries, StandardMisraGries, merge_misra_gries
+
+EPS, DELTA = 1.0, 1e-3
+ALPHA_TOTAL = 1e-3
+
+Output = tuple  # a release's items
+Event = Callable[[Output], bool]
+
+
+def clopper_pearson(hits: int, n: int, alpha: float) -> tuple[float, float]:
+    """One-sided (lower, upper) bounds, each holding with probability >= 1 − alpha."""
+    lo = 0.0 if hits == 0 else float(stats.beta.ppf(alpha, hits, n - hits + 1))
+    hi = 1.0 if hits == n else float(stats.beta.ppf(1 - alpha, hits + 1, n - hits))
+    return lo, hi
+
+
+def audit(outs_a: Sequence[Output], outs_b: Sequence[Output], events: Sequence[Event]) -> tuple[list[str], float]:
+    """(violations, best lower bound on ε over the events)."""
+    alpha = ALPHA_TOTAL / (2 * 2 * len(events))
+    violations, eps_lower = [], 0.0
+    for i, event in enumerate(events):
+        ha, hb = sum(map(event, outs_a)), sum(map(event, outs_b))
+        a_lo, a_hi = clopper_pearson(ha, len(outs_a), alpha)
+        b_lo, b_hi = clopper_pearson(hb, len(outs_b), alpha)
+        for lo, hi, direction in ((a_lo, b_hi, "D->D'"), (b_lo, a_hi, "D'->D")):
+            if lo > math.exp(EPS) * hi + DELTA:
+                violations.append(f"event {i} {direction}: {lo:.4f} > e^eps*{hi:.4f} + delta")
+            if lo > DELTA and hi > 0:
+                eps_lower = max(eps_lower, math.log((lo - DELTA) / hi))
+    return violations, eps_lower
+
+
+def total_value(keys: Sequence) -> Callable[[Output], int]:
+    ks = set(keys)
+    return lambda out: sum(v for x, v in out if x in ks)
+
+
+def threshold_events(stat: Callable[[Output], int], pilot: Sequence[Output]) -> list[Event]:
+    values = np.array([stat(o) for o in pilot])
+    cuts = sorted({int(np.quantile(values, q)) for q in (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98)})
+    events: list[Event] = [lambda o, c=c: stat(o) >= c for c in cuts]
+    events += [lambda o, c=c: stat(o) <= c for c in cuts]
+    return events
+
+
+def runs(mechanism: Callable[[object, SeededRandomSource], Output], sketch: object, seed: int, n: int) -> list[Output]:
+    rng = SeededRandomSource(seed)
+    return [mechanism(sketch, rng) for _ in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Neighbouring inputs
+
+
+def standard_of(items: Sequence[int], k: int) -> StandardMisraGries:
+    mg = StandardMisraGries(k)
+    for x in items:
+        mg.update(x)
+    return mg
+
+
+def merged_pair_all_shifted(k: int, c: int) -> tuple[StandardMisraGries, StandardMisraGries]:
+    """Merged sketches whose k counters all differ by 1 (Cor. 7.2 with support k): in one
+    partition, the extra element 99 arrives when all k counters are >= 1 and decrements them all."""
+    base = [x for x in range(k) for _ in range(c)]
+    other = standard_of([200 + (i % 3) for i in range(30)], k)
+    small = merge_misra_gries([standard_of([*base, 99], k), other], k)
+    big = merge_misra_gries([standard_of(base, k), other], k)
+    return big, small
+
+
+def merged_pair_new_keys(k: int, c: int) -> tuple[StandardMisraGries, StandardMisraGries]:
+    """Merged sketches where k/2 keys of count 1 exist only in the larger one and k/2 shared keys
+    differ by 1: the extra element decrements everything, removing the count-1 keys."""
+    half = k // 2
+    base = [x for x in range(half) for _ in range(c)] + list(range(100, 100 + k - half))
+    other = standard_of([300] * 5, k)
+    small = merge_misra_gries([standard_of([*base, 99], k), other], k)
+    big = merge_misra_gries([standard_of(base, k), other], k)
+    return big, small
+
+
+def check_one_signed(big: StandardMisraGries, small: StandardMisraGries, k: int) -> None:
+    a, b = big.counters(), small.counters()
+    diff = {x: a.get(x, 0) - b.get(x, 0) for x in a.keys() | b.keys()}
+    nz = [d for d in diff.values() if d]
+    assert set(nz) == {1} and len(nz) == k  # one-signed, support exactly k: the worst case
+
+
+def alg1_of(items: Sequence[int], k: int) -> MisraGries:
+    mg = MisraGries(k)
+    for x in items:
+        mg.update(x)
+    return mg
+
+
+def lemma2_pairs(k: int = 3) -> dict[str, tuple[MisraGries, MisraGries, set]]:
+    """Neighbouring Alg. 1 sketches (S' = S minus one element) in the worst states of Lemma 2:
+    'S6' (two keys differ on each side) and 'S2' (key sets differ and all counters differ by 1).
+    Two heavy keys (counts ~25, above the PMG threshold) are common to both, so releases happen."""
+    rng = np.random.default_rng(7)
+    found: dict[str, tuple[MisraGries, MisraGries, set]] = {}
+    for _ in range(4000):
+        tail = [int(x) for x in rng.integers(2, 8, size=int(rng.integers(3, 9)))]
+        stream = [0, 1] * 25 + tail
+        full = alg1_of(stream, k)
+        t = dict(full.slots())
+        for i in range(50, len(stream)):
+            t2 = dict(alg1_of(stream[:i] + stream[i + 1 :], k).slots())
+            only, only2 = t.keys() - t2.keys(), t2.keys() - t.keys()
+            common = t.keys() & t2.keys()
+            if len(only) == 2 and len(only2) == 2 and "S6" not in found:
+                found["S6"] = (full, alg1_of(stream[:i] + stream[i + 1 :], k), only | only2)
+            elif only and all(t[x] == t2[x] - 1 for x in common) and "S2" not in found:
+                found["S2"] = (full, alg1_of(stream[:i] + stream[i + 1 :], k), only | only2)
+        if len(found) == 2:
+            return found
+    raise AssertionError("no worst-case Lemma 2 pair found")
+
+
+# ---------------------------------------------------------------------------------------------
+# Mechanisms under audit
+
+
+def pmg(sketch: object, rng: SeededRandomSource) -> Output:
+    return release(sketch, Budget(EPS, DELTA), mechanism="pmg", rng=rng).items
+
+
+def gshm(sketch: object, rng: SeededRandomSource) -> Output:
+    return release(sketch, Budget(EPS, DELTA), mechanism="gshm", rng=rng).items
+
+
+BROKEN_THRESHOLD = 1 + math.ceil(math.log(1 / (2 * DELTA)) / EPS)
+
+
+def broken_sensitivity_one(sketch: object, rng: SeededRandomSource) -> Output:
+    """Böhler–Kerschbaum: per-key Laplace calibrated to ℓ1 sensitivity 1 (+ a sparse-histogram
+    threshold), although a merged MG sketch has ℓ1 sensitivity k. NOT differentially private."""
+    noisy = add_laplace(sketch.counters().items(), laplace_scale(1, EPS), rng)  # type: ignore[attr-defined]
+    return threshold_and_sort(noisy, BROKEN_THRESHOLD)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["S6", "S2"])
+def test_pmg_audit_on_lemma_2_worst_cases(state: str) -> None:
+    big, small, differing = lemma2_pairs()[state]
+    common_heavy = [0, 1]
+    n = 6000
+    a, b = runs(pmg, big, 1, n), runs(pmg, small, 2, n)
+    pilot = runs(pmg, big, 3, 2000)
+    stat = total_value(common_heavy)
+    events = threshold_events(stat, pilot)
+    events.append(lambda o: any(x in differing for x, _ in o))  # a key outside T ∩ T' released
+    events += [lambda o, x=x, c=c: dict(o).get(x, 0) >= c for x in common_heavy for c in (22, 26, 30)]
+    violations, eps_lower = audit(a, b, events)
+    assert not violations, violations
+    assert eps_lower <= EPS
+    assert pmg_threshold(EPS, DELTA) == 19  # the regime audited: heavy keys (~25) are usually released
+    assert sum(1 for o in a if o) > n // 2
+
+
+@pytest.mark.parametrize("pair", [merged_pair_all_shifted, merged_pair_new_keys])
+def test_gshm_audit_on_one_signed_support_k_neighbours(pair) -> None:  # noqa: ANN001
+    k = 8
+    big, small = pair(k, 60)
+    check_one_signed(big, small, k)
+    n = 5000
+    a, b = runs(gshm, big, 11, n), runs(gshm, small, 12, n)
+    keys = sorted(big.counters().keys() | small.counters().keys(), key=str)
+    stat = total_value(keys)
+    events = threshold_events(stat, runs(gshm, big, 13, 1500))
+    events.append(lambda o: len(o) >= len(small.counters()) + 1)  # more keys than the small sketch has
+    violations, eps_lower = audit(a, b, events)
+    assert not violations, violations
+    assert eps_lower <= EPS
+    assert calibrate_gshm(EPS, DELTA, k).tau < 60  # the audited counts are above the threshold
+
+
+def test_audit_flags_sensitivity_one_noise_on_merged_sketch() -> None:
+    """Same audit, same neighbours: the Böhler–Kerschbaum mechanism is caught."""
+    k = 8
+    big, small = merged_pair_all_shifted(k, 60)
+    check_one_signed(big, small, k)
+    n = 5000
+    a, b = runs(broken_sensitivity_one, big, 21, n), runs(broken_sensitivity_one, small, 22, n)
+    stat = total_value(big.counters().keys() | small.counters().keys())
+    events = threshold_events(stat, runs(broken_sensitivity_one, big, 23, 1500))
+    violations, eps_lower = audit(a, b, events)
+    assert violations
+    assert eps_lower > 2 * EPS  # the empirical privacy loss is far beyond the claimed ε
