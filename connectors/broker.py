@@ -10,6 +10,7 @@ wrong and group joins take about ``session_timeout/2``; nothing here depends on 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 import time
@@ -19,6 +20,7 @@ from types import TracebackType
 from privstream.connectors.clients import free_port, probe_metadata
 from privstream.connectors.processes import ManagedProcess, wait_for_port
 from privstream.connectors.s3_local import LocalS3
+from privstream.connectors.validation import require_int
 
 HOST = "127.0.0.1"
 CLUSTER_ID = "privstream"
@@ -53,8 +55,8 @@ class EmbeddedBroker(ManagedProcess):
         *,
         startup_timeout: float = 30.0,
     ) -> None:
-        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
-            raise ValueError(f"port: expected an int in 1..65535 or None, got {port!r}")
+        if port is not None:
+            require_int("port", port, 1, 65535)
         if startup_timeout <= 0:
             raise ValueError(f"startup_timeout: must be > 0, got {startup_timeout!r}")
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
@@ -62,10 +64,12 @@ class EmbeddedBroker(ManagedProcess):
         self.port = port if port is not None else 0
         self.startup_timeout = startup_timeout
         self._s3: LocalS3 | None = None
+        self._scratch: Path | None = None  # log directory of an in-memory broker, removed on stop
         if self.data_dir is not None:
             log_path = self.data_dir / "tansu.log"
         else:
-            log_path = Path(tempfile.mkdtemp(prefix="privstream-tansu-")) / "tansu.log"
+            self._scratch = Path(tempfile.mkdtemp(prefix="privstream-tansu-"))
+            log_path = self._scratch / "tansu.log"
         super().__init__(name="tansu", log_path=log_path)
 
     @property
@@ -124,6 +128,8 @@ class EmbeddedBroker(ManagedProcess):
         if self._s3 is not None:
             self._s3.stop(timeout)
             self._s3 = None
+        if code is not None and self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         return code
 
     def __enter__(self) -> EmbeddedBroker:

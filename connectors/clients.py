@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Self
 
 _METADATA_API_KEY = 3
 _CLIENT_ID = b"privstream-probe"
@@ -120,3 +120,21 @@ def kafka_admin(bootstrap: str, **config: Any) -> Any:
     from kafka import KafkaAdminClient
 
     return _wrap(bootstrap, KafkaAdminClient, config)
+
+
+class ProducerHandle:
+    """Flush/close/context-manager plumbing for classes that own a kafka-python producer ``_producer``."""
+
+    _producer: Any
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._producer.flush(timeout=timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        self._producer.close(timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

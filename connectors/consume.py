@@ -20,8 +20,9 @@ from typing import Any, Literal
 import numpy as np
 from privstream.connectors.avro_codec import AvroDecodeError, default_registry
 from privstream.connectors.clients import kafka_consumer, kafka_producer
-from privstream.connectors.dead_letter import DeadLetterSink
+from privstream.connectors.dead_letter import DeadLetterSink, dead_letter_record
 from privstream.connectors.topics import EVENTS
+from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
 
@@ -89,18 +90,24 @@ class RecordConsumer:
         """How many messages this consumer sent to the dead-letter topic."""
         return 0 if self._dead_letters is None else self._dead_letters.count
 
-    def dead_letter(
-        self, *, value: bytes | None, key: bytes | None, error: str, topic: str, partition: int, offset: int
-    ) -> None:
-        """Send one message to ``<topic>-dlq`` with the reason (raises instead if dead letters are off)."""
+    def dead_letter(self, source: Any, value: bytes | None, error: str) -> None:
+        """Send ``value`` (the original bytes) of the message at ``source`` (anything with ``topic``,
+        ``partition``, ``offset``, ``key``) to ``<topic>-dlq`` with the reason; raises instead if
+        dead letters are off."""
         if not self._dead_letters_enabled:
-            raise AvroDecodeError(f"{topic}[{partition}]@{offset}: {error}")
+            raise AvroDecodeError(f"{source.topic}[{source.partition}]@{source.offset}: {error}")
         if self._dead_letters is None:  # created on first use: most consumers never need it
             self._dlq_producer = kafka_producer(self._bootstrap)
             self._dead_letters = DeadLetterSink(self._dlq_producer)
-        self._dead_letters.send(
-            value=value, key=key, error=error, topic=topic, partition=partition, offset=offset
+        record = dead_letter_record(
+            value=value,
+            key=source.key,
+            error=error,
+            topic=source.topic,
+            partition=source.partition,
+            offset=source.offset,
         )
+        self._dead_letters.send(record)
 
     def poll(self, timeout_ms: int = 500, max_records: int | None = None) -> list[DecodedRecord]:
         """Decoded records in partition order; undecodable messages go to the dead-letter topic."""
@@ -113,14 +120,7 @@ class RecordConsumer:
                 try:
                     schema, value = decode(message.value)
                 except AvroDecodeError as exc:
-                    self.dead_letter(
-                        value=message.value,
-                        key=message.key,
-                        error=f"AvroDecodeError: {exc.reason}",
-                        topic=message.topic,
-                        partition=message.partition,
-                        offset=message.offset,
-                    )
+                    self.dead_letter(message, message.value, f"AvroDecodeError: {exc.reason}")
                     continue
                 out.append(
                     DecodedRecord(
@@ -211,12 +211,7 @@ class EventConsumer(RecordConsumer):
     def __init__(
         self, bootstrap: str, topic: str = EVENTS, *, expected_producers: int = 1, **kwargs: Any
     ) -> None:
-        if (
-            isinstance(expected_producers, bool)
-            or not isinstance(expected_producers, int)
-            or expected_producers < 1
-        ):
-            raise ValueError(f"expected_producers: must be an int >= 1, got {expected_producers!r}")
+        require_int("expected_producers", expected_producers)
         super().__init__(bootstrap, topic, **kwargs)
         self.expected_producers = expected_producers
         self.end_markers: dict[int, list[dict[str, Any]]] = {p: [] for p in self.partitions}
@@ -237,12 +232,7 @@ class EventConsumer(RecordConsumer):
                 self.end_markers[record.partition].append(record.value)
             else:
                 self.dead_letter(
-                    value=record.raw,
-                    key=record.key,
-                    error=f"unexpected schema {record.schema} on topic {record.topic}",
-                    topic=record.topic,
-                    partition=record.partition,
-                    offset=record.offset,
+                    record, record.raw, f"unexpected schema {record.schema} on topic {record.topic}"
                 )
         return columns_from_events(items, users, times)
 

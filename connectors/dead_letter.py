@@ -9,7 +9,7 @@ offsets past them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
@@ -46,22 +46,10 @@ class DeadLetterSink:
         self._topic_for = topic_for
         self.count = 0
 
-    def send(
-        self,
-        *,
-        value: bytes | None,
-        error: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None = None,
-    ) -> str:
-        """Send one dead letter; returns the dead-letter topic it went to."""
-        record = dead_letter_record(
-            value=value, error=error, topic=topic, partition=partition, offset=offset, key=key
-        )
-        target = self._topic_for(topic)
-        self._producer.send(target, value=encode("DeadLetter", record), key=key)
+    def send(self, record: Mapping[str, Any]) -> str:
+        """Send one record built by :func:`dead_letter_record`; returns the dead-letter topic it went to."""
+        target = self._topic_for(record["topic"])
+        self._producer.send(target, value=encode("DeadLetter", record), key=record["original_key"])
         self.count += 1
         return target
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from privstream.connectors.avro_codec import default_registry
-from privstream.connectors.clients import kafka_producer
+from privstream.connectors.clients import ProducerHandle, kafka_producer
 from privstream.connectors.topics import LDP_REPORTS
 
 from privstream.ldp import LdpReport, LocalRandomiser
@@ -43,7 +43,7 @@ def report_from_record(record: dict[str, Any]) -> LdpReport:
     )
 
 
-class LdpProducer:
+class LdpProducer(ProducerHandle):
     """Sends locally randomised reports of one randomiser to ``topic`` (default ``ldp-reports``)."""
 
     def __init__(
@@ -54,8 +54,8 @@ class LdpProducer:
         self.topic = topic
         self.randomiser = randomiser
         self.reports_sent = 0
-        self.__registry = default_registry()
-        self.__producer = kafka_producer(bootstrap, **producer_config)
+        self._registry = default_registry()
+        self._producer = kafka_producer(bootstrap, **producer_config)
 
     def submit(self, value: Any) -> None:
         """Randomise ``value`` locally and send only its report."""
@@ -67,17 +67,5 @@ class LdpProducer:
             raise TypeError(f"report: only LdpReport objects can be sent, got {type(report).__name__}")
         if not self.randomiser.accepts(report):
             raise ValueError("report: scheme/parameters differ from this producer's randomiser")
-        self.__producer.send(self.topic, value=self.__registry.encode("LdpReport", report_to_record(report)))
+        self._producer.send(self.topic, value=self._registry.encode("LdpReport", report_to_record(report)))
         self.reports_sent += 1
-
-    def flush(self, timeout: float | None = None) -> None:
-        self.__producer.flush(timeout=timeout)
-
-    def close(self, timeout: float | None = None) -> None:
-        self.__producer.close(timeout=timeout)
-
-    def __enter__(self) -> LdpProducer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

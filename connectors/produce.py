@@ -19,8 +19,9 @@ from typing import Any, Literal
 import numpy as np
 import xxhash
 from privstream.connectors.avro_codec import default_registry
-from privstream.connectors.clients import kafka_producer
+from privstream.connectors.clients import ProducerHandle, kafka_producer
 from privstream.connectors.topics import EVENTS
+from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
 
@@ -67,7 +68,7 @@ def _as_list(values: np.ndarray | Sequence[Any], name: str) -> list[Any]:
     return list(values)
 
 
-class EventProducer:
+class EventProducer(ProducerHandle):
     """Writes events to ``topic`` as ``Event`` (``events_per_message == 1``) or ``EventBatch`` messages."""
 
     def __init__(
@@ -80,12 +81,7 @@ class EventProducer:
         producer_id: str | None = None,
         **producer_config: Any,
     ) -> None:
-        if (
-            isinstance(events_per_message, bool)
-            or not isinstance(events_per_message, int)
-            or events_per_message < 1
-        ):
-            raise ValueError(f"events_per_message: must be an int >= 1, got {events_per_message!r}")
+        require_int("events_per_message", events_per_message)
         if key_by not in KEY_BY:
             raise ValueError(f"key_by: expected one of {KEY_BY}, got {key_by!r}")
         self.topic = topic
@@ -177,9 +173,6 @@ class EventProducer:
                 self.messages_sent += 1
         self.events_per_partition[partition] += len(indices)
 
-    def flush(self, timeout: float | None = None) -> None:
-        self._producer.flush(timeout=timeout)
-
     def finish(self, timeout: float | None = None) -> dict[int, int]:
         """Flush, then write an ``EndMarker`` to every partition; returns events sent per partition."""
         self.flush(timeout)
@@ -189,15 +182,6 @@ class EventProducer:
             self._producer.send(self.topic, value=marker, partition=partition)
         self.flush(timeout)
         return dict(self.events_per_partition)
-
-    def close(self, timeout: float | None = None) -> None:
-        self._producer.close(timeout=timeout)
-
-    def __enter__(self) -> EventProducer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _all_ints(values: list[Any]) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from privstream.connectors.clients import kafka_admin
+from privstream.connectors.validation import require_int
 
 EVENTS = "events"
 EVENTS_DLQ = "events-dlq"
@@ -37,8 +38,7 @@ class TopicSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 249:
             raise ValueError(f"name: a topic name must be a non-empty str of <= 249 chars, got {self.name!r}")
-        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or self.partitions < 1:
-            raise ValueError(f"partitions: must be an int >= 1, got {self.partitions!r}")
+        require_int("partitions", self.partitions)
 
     def configs(self) -> dict[str, str]:
         out = dict(self.config)

@@ -142,13 +142,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--group-id", default="privstream-heavy-hitters")
     p.add_argument("--parallelism", type=int, default=1, help="parallelism of the sketch operator")
     p.add_argument("--checkpoint-interval", default="2s")
-    p.add_argument("--bundle-size", type=int, default=200,
-                   help="messages per Python bundle (python.fn-execution.bundle.size); each message is a batch")
+    p.add_argument(
+        "--bundle-size",
+        type=int,
+        default=200,
+        help="messages per Python bundle (python.fn-execution.bundle.size); each message is a batch",
+    )
     p.add_argument(
         "--checkpoint-dir", default=None, help="checkpoint/savepoint directory (default: a temp dir)"
     )
-    p.add_argument("--flink-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Flink configuration (repeatable), e.g. taskmanager.numberOfTaskSlots=2")
+    p.add_argument(
+        "--flink-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Flink configuration (repeatable), e.g. taskmanager.numberOfTaskSlots=2",
+    )
     p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
     p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
     p.add_argument(
@@ -196,7 +205,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     try:
         spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m)
     except ValueError as exc:
-        raise ConfigError(f"--{str(exc).split(':')[0]}: {exc}") from exc
+        raise ConfigError(f"--{exc}") from exc
     policy = parse_epoch(args.epoch, args.lateness)
     try:
         release = ReleaseConfig(
@@ -236,7 +245,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         restore_from=args.restore_from,
         restart_attempts=args.restart_attempts,
         sketch_topic=args.expose_sketches_topic,
-        faults=TestFaults(args.test_fail_once, args.test_fail_after, args.test_pace_ms),
+        faults=TestFaults(args.test_fail_once, args.test_fail_after),
         flink_conf=tuple(extra_conf),
     )
 

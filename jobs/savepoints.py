@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def stop_with_savepoint(job_client: Any, directory: str, *, timeout_s: float = 120.0, drain: bool = False) -> str:
+def stop_with_savepoint(
+    job_client: Any, directory: str, *, timeout_s: float = 120.0, drain: bool = False
+) -> str:
     """Stop the job behind a PyFlink ``JobClient``, writing a canonical savepoint under ``directory``;
     returns the savepoint path. ``drain`` emits the final watermark first (closes every epoch)."""
     from pyflink.java_gateway import get_gateway

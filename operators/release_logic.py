@@ -80,8 +80,15 @@ class EpochReleaser:
         budget = Budget(self.config.epsilon, self.config.delta)
         sketch = self.spec.load_merged(merged.data)
         try:  # the entry point charges the ledger before it draws noise
-            result = release(sketch, budget, mechanism=self.config.mechanism, rng=self._rng(merged.epoch),
-                             epoch=merged.epoch, ledger=self.ledger, label="heavy-hitters")
+            result = release(
+                sketch,
+                budget,
+                mechanism=self.config.mechanism,
+                rng=self._rng(merged.epoch),
+                epoch=merged.epoch,
+                ledger=self.ledger,
+                label="heavy-hitters",
+            )
         except BudgetExceeded as exc:
             print(f"privstream: release of epoch {merged.epoch} refused: {exc}", file=sys.stderr)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")

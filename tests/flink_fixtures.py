@@ -51,14 +51,14 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, compacted: bool
     return name
 
 
-def read_topic(bootstrap: str, topic: str, *, expect: int | None = None, idle_s: float = 3.0,
-               timeout_s: float = 120.0) -> list[tuple[str, dict[str, Any]]]:
+def read_topic(
+    bootstrap: str, topic: str, *, expect: int | None = None, idle_s: float = 3.0, timeout_s: float = 120.0
+) -> list[tuple[str, dict[str, Any]]]:
     """Decoded records of ``topic`` read with ``read_committed``, in partition/offset order.
 
     Stops when ``expect`` records were read (then waits ``idle_s`` more to catch duplicates), or
     when nothing arrived for ``idle_s`` with ``expect=None``."""
     from kafka import TopicPartition
-
     from privstream.connectors.avro_codec import decode
     from privstream.connectors.clients import kafka_consumer
 
@@ -99,55 +99,121 @@ class ProducedStream:
         return np.concatenate([b for p in sorted(self.batches) for b in self.batches[p]])
 
 
-def produce_stream(bootstrap: str, topic: str, *, partitions: int = 3, events: int = 60_000,
-                   batch_size: int = 500, seed: int = 11, malformed_partition: int | None = 1) -> ProducedStream:
-    """Zipf events as EventBatch messages round robin over partitions, one malformed message, EndMarkers."""
-    from privstream.connectors.produce import EventProducer
-    from privstream.datagen import generate_events
+class PhasedProducer:
+    """Produces the test stream in two phases: the first half of the batches, then the rest and the
+    EndMarkers. Zipf events as EventBatch messages, round robin over partitions (chunk j ->
+    partition j % P, which is the producer's round robin), optionally one malformed message."""
 
-    create_topic(bootstrap, topic, partitions)
-    columns = generate_events("zipf", events, seed=seed, universe=2000, rate=10_000.0, start_time_ms=1_700_000_000_000)
-    stream = ProducedStream(bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)})
-    with EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="none") as producer:
-        half = (events // batch_size // 2) * batch_size
-        producer.send(columns.items[:half], None, columns.event_time_ms[:half])
-        if malformed_partition is not None:
-            producer.flush()
-            producer._producer.send(topic, value=b"\x00not avro", partition=malformed_partition)
-            stream.malformed[malformed_partition] = 1
-        producer.send(columns.items[half:], None, columns.event_time_ms[half:])
-        producer.finish()
-    chunks = [columns.items[i : i + batch_size] for i in range(0, events, batch_size)]
-    for j, chunk in enumerate(chunks):  # the producer's round robin: chunk j -> partition j % P
-        stream.batches[j % partitions].append(np.asarray(chunk, dtype=np.int64))
-    return stream
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: int = 3,
+        events: int = 60_000,
+        batch_size: int = 500,
+        seed: int = 11,
+        malformed_partition: int | None = 1,
+    ) -> None:
+        from privstream.connectors.produce import EventProducer
+
+        from privstream.datagen import generate_events
+
+        create_topic(bootstrap, topic, partitions)
+        self.columns = generate_events(
+            "zipf", events, seed=seed, universe=2000, rate=10_000.0, start_time_ms=1_700_000_000_000
+        )
+        self.half = (events // batch_size // 2) * batch_size
+        self.malformed_partition = malformed_partition
+        self.producer = EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="none")
+        self.stream = ProducedStream(
+            bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)}
+        )
+        items = self.columns.items
+        for j, start in enumerate(range(0, events, batch_size)):
+            self.stream.batches[j % partitions].append(
+                np.asarray(items[start : start + batch_size], dtype=np.int64)
+            )
+
+    def stop_offsets(self) -> dict[int, int]:
+        """Offsets after each partition's EndMarker (offsets are contiguous from 0 on a fresh topic)."""
+        extra = {self.malformed_partition: 1} if self.malformed_partition is not None else {}
+        return {p: len(b) + extra.get(p, 0) + 1 for p, b in self.stream.batches.items()}
+
+    def first(self) -> None:
+        self.producer.send(self.columns.items[: self.half], None, self.columns.event_time_ms[: self.half])
+        self.producer.flush()
+        if self.malformed_partition is not None:
+            self.producer._producer.send(
+                self.stream.topic, value=b"\x00not avro", partition=self.malformed_partition
+            )
+            self.stream.malformed[self.malformed_partition] = 1
+            self.producer.flush()
+
+    def rest(self) -> ProducedStream:
+        self.producer.send(self.columns.items[self.half :], None, self.columns.event_time_ms[self.half :])
+        self.producer.finish()
+        self.producer.close()
+        return self.stream
 
 
-def job_args(stream: ProducedStream, out_prefix: str, *extra: str, k: int = 32, epoch: str = "8000",
-             noise_seed: int = 7) -> argparse.Namespace:
-    """Parsed heavy-hitters options for ``stream`` with output topics named after ``out_prefix``."""
+def produce_stream(bootstrap: str, topic: str, **kwargs: Any) -> ProducedStream:
+    phased = PhasedProducer(bootstrap, topic, **kwargs)
+    phased.first()
+    return phased.rest()
+
+
+def job_args(
+    stream: ProducedStream,
+    out_prefix: str,
+    *extra: str,
+    k: int = 32,
+    epoch: str = "8000",
+    noise_seed: int = 7,
+    stop_offsets: dict[int, int] | None = None,
+) -> argparse.Namespace:
+    """Parsed heavy-hitters options for ``stream`` with output topics named after ``out_prefix``;
+    bounded by the EndMarkers (scanned before the start) or by explicit ``stop_offsets``."""
+    if stop_offsets is None:
+        bound = ["--stop-at-end-markers"]
+    else:
+        bound = ["--stop-offsets", ",".join(f"{p}:{o}" for p, o in sorted(stop_offsets.items()))]
     from privstream.jobs.heavy_hitters import configure
 
     parser = argparse.ArgumentParser()
     configure(parser)
-    return parser.parse_args([
-        "--bootstrap", stream.bootstrap, "--topic", stream.topic,
-        "--epsilon", "1.0", "--delta", "1e-6", "--k", str(k), "--epoch", epoch,
-        "--releases-topic", f"{out_prefix}-releases", "--ledger-topic", f"{out_prefix}-ledger",
-        "--dlq-topic", f"{out_prefix}-dlq", "--expose-sketches-topic", f"{out_prefix}-sketches",
-        "--ledger-id", f"test/{out_prefix}", "--noise-seed", str(noise_seed),
-        "--checkpoint-interval", "500ms", "--stop-at-end-markers", *extra,
-    ])
-
-
-#: Little in-flight data between the source and the (paced) sketch operator, so that checkpoint and
-#: savepoint barriers get through while the stream is still being read.
-SMALL_BUFFERS = (
-    "--bundle-size", "2",
-    "--flink-conf", "taskmanager.memory.segment-size=4kb",
-    "--flink-conf", "taskmanager.network.memory.buffers-per-channel=1",
-    "--flink-conf", "taskmanager.network.memory.floating-buffers-per-gate=1",
-)
+    return parser.parse_args(
+        [
+            "--bootstrap",
+            stream.bootstrap,
+            "--topic",
+            stream.topic,
+            "--epsilon",
+            "1.0",
+            "--delta",
+            "1e-6",
+            "--k",
+            str(k),
+            "--epoch",
+            epoch,
+            "--releases-topic",
+            f"{out_prefix}-releases",
+            "--ledger-topic",
+            f"{out_prefix}-ledger",
+            "--dlq-topic",
+            f"{out_prefix}-dlq",
+            "--expose-sketches-topic",
+            f"{out_prefix}-sketches",
+            "--ledger-id",
+            f"test/{out_prefix}",
+            "--noise-seed",
+            str(noise_seed),
+            "--checkpoint-interval",
+            "500ms",
+            *bound,
+            *extra,
+        ]
+    )
 
 
 @dataclass
@@ -199,3 +265,108 @@ def start_job(args: argparse.Namespace) -> Any:
 
     config, shards, jars = resolve(args)
     return prepare(config, shards=shards, jars=jars).execute_async(config.job_name)
+
+
+class StandaloneCluster:
+    """PyFlink's own ``bin/start-cluster.sh`` on loopback, with its config, logs and pid files in
+    ``workdir``; ``submit(...)`` runs ``bin/flink run -py``; ``stop()`` runs ``bin/stop-cluster.sh``."""
+
+    def __init__(self, workdir: Path) -> None:
+        import os
+        import sys
+
+        import pyflink
+        from privstream.connectors.clients import free_port
+
+        self.home = Path(pyflink.__file__).parent
+        self.workdir = workdir
+        self.rest_port, rpc_port = free_port(), free_port()
+        conf = workdir / "conf"
+        conf.mkdir(parents=True)
+        for name in ("log4j.properties", "log4j-cli.properties", "log4j-console.properties"):
+            (conf / name).write_text((self.home / "conf" / name).read_text())
+        (conf / "workers").write_text("localhost\n")
+        (conf / "masters").write_text(f"localhost:{self.rest_port}\n")
+        java_opts = ""
+        for line in (self.home / "conf" / "config.yaml").read_text().splitlines():
+            if line.strip().startswith("all:"):
+                java_opts = line.split("all:", 1)[1].strip()
+        settings = {
+            "env.java.opts.all": java_opts,
+            "env.pid.dir": str(workdir),
+            "env.log.dir": str(workdir / "log"),
+            "jobmanager.rpc.address": "localhost",
+            "jobmanager.rpc.port": rpc_port,
+            "jobmanager.bind-host": "localhost",
+            "taskmanager.bind-host": "localhost",
+            "taskmanager.host": "localhost",
+            "rest.address": "localhost",
+            "rest.bind-address": "localhost",
+            "rest.port": self.rest_port,
+            "jobmanager.memory.process.size": "1024m",
+            "taskmanager.memory.process.size": "1728m",
+            "taskmanager.numberOfTaskSlots": 2,
+            "python.executable": sys.executable,
+        }
+        (conf / "config.yaml").write_text("".join(f"{k}: {json_scalar(v)}\n" for k, v in settings.items()))
+        self.env = {
+            **os.environ,
+            "FLINK_CONF_DIR": str(conf),
+            "FLINK_LOG_DIR": str(workdir / "log"),
+            "PYFLINK_CLIENT_EXECUTABLE": sys.executable,
+            "FLINK_HOME": str(self.home),
+        }
+
+    def _bin(self, name: str, *args: str, timeout: float = 120.0) -> Any:
+        import subprocess
+
+        return subprocess.run(
+            ["bash", str(self.home / "bin" / name), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        import urllib.request
+
+        proc = self._bin("start-cluster.sh")
+        if proc.returncode != 0:
+            raise RuntimeError(f"start-cluster.sh failed: {proc.stdout}\n{proc.stderr}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://localhost:{self.rest_port}/overview", timeout=2) as resp:
+                    import json
+
+                    if json.load(resp).get("taskmanagers", 0) >= 1:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"standalone cluster did not come up; logs in {self.workdir / 'log'}")
+
+    def submit(self, script: Path, *args: str, timeout_s: float = 300.0) -> Any:
+        return self._bin(
+            "flink", "run", "-m", f"localhost:{self.rest_port}", "-py", str(script), *args, timeout=timeout_s
+        )
+
+    def stop(self) -> None:
+        self._bin("stop-cluster.sh", timeout=60.0)
+
+
+def json_scalar(value: object) -> str:
+    import json
+
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
+    cluster = StandaloneCluster(tmp_path / "flink")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

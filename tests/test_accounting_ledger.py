@@ -85,7 +85,9 @@ def test_persistence_hook_runs_before_release_and_rolls_back_on_failure() -> Non
     sketch = MisraGries(4)
     for x in (1, 1, 2, 3):
         sketch.update(x)
-    out = release(sketch, Budget(0.5, 5e-4), mechanism="pmg", ledger=ledger, rng=SeededRandomSource(1), epoch=3)
+    out = release(
+        sketch, Budget(0.5, 5e-4), mechanism="pmg", ledger=ledger, rng=SeededRandomSource(1), epoch=3
+    )
     assert len(persisted) == 1
     assert PrivacyLedger.from_bytes(persisted[0]).entries[0].mechanism == out.mechanism == "pmg"
 

@@ -24,8 +24,8 @@ def test_seeded_generators_are_reproducible_and_in_range(generator: str) -> None
 
 
 def test_zipf_matches_dpsw_appendix_a() -> None:
-    """Top item share ≈ 0.95/H_25600 + 0.05/25600 ≈ 0.0888. n = 200k: sd ≈ 6.4e-4, tolerance 0.004 (> 6 sd;
-    false-failure rate < 1e-9 with the fixed seed anyway deterministic)."""
+    """Top item share ≈ 0.95/H_25600 + 0.05/25600 ≈ 0.0888. n = 200k: sd ≈ 6.4e-4, tolerance 0.004
+    (> 6 sd: false-failure rate < 1e-9; the seed is fixed, so the outcome is deterministic)."""
     items = datagen.zipf_items(200_000, seed=1)
     harmonic = np.sum(1.0 / np.arange(1, 25_601))
     expected = 0.95 / harmonic + 0.05 / 25_600

@@ -53,7 +53,16 @@ def released_items(record: dict) -> list[tuple[object, int]]:
 
 
 def assert_same_releases(a: JobOutputs, b: JobOutputs) -> None:
-    key = ("epoch", "items", "epsilon", "delta", "mechanism", "neighbour_relation", "privacy_unit", "error_bound")
+    key = (
+        "epoch",
+        "items",
+        "epsilon",
+        "delta",
+        "mechanism",
+        "neighbour_relation",
+        "privacy_unit",
+        "error_bound",
+    )
     assert [{k: r[k] for k in key} for r in a.releases] == [{k: r[k] for k in key} for r in b.releases]
 
 
@@ -73,8 +82,13 @@ def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
     assert [r["epoch"] for r in out.releases] == [0, 1, 2]
     for rec, want in zip(out.releases, expected, strict=True):
         ledger = PrivacyLedger(Budget(1.0, 1e-6), composition="parallel_epochs")
-        ref = release(want, Budget(1.0, 1e-6), rng=SeededRandomSource(f"privstream-test-noise:7:{rec['epoch']}"),
-                      epoch=rec["epoch"], ledger=ledger)
+        ref = release(
+            want,
+            Budget(1.0, 1e-6),
+            rng=SeededRandomSource(f"privstream-test-noise:7:{rec['epoch']}"),
+            epoch=rec["epoch"],
+            ledger=ledger,
+        )
         assert rec["mechanism"] == ref.mechanism and rec["mechanism"] != "pmg"
         assert released_items(rec) == [(x, c) for x, c in ref.items]
         assert rec["epsilon"] == 1.0 and rec["delta"] == 1e-6 and rec["privacy_unit"]
@@ -82,25 +96,49 @@ def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
     # the malformed message went to the dead-letter topic with its reason and position
     assert len(out.dead_letters) == 1
     dead = out.dead_letters[0]
-    assert dead["partition"] == 1 and dead["original_value"] == b"\x00not avro" and "undecodable" in dead["error"]
+    assert (
+        dead["partition"] == 1
+        and dead["original_value"] == b"\x00not avro"
+        and "undecodable" in dead["error"]
+    )
     # ledger: one charge per epoch, disjoint epochs compose in parallel
     last = max(out.ledger, key=lambda e: e["sequence"])
     assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(1.0)
 
 
-def test_injected_failure_restores_exactly_once(hh_stream: ProducedStream, hh_reference_run: JobOutputs,
-                                                tmp_path) -> None:
-    """The sketch operator throws once mid-stream (restart strategy on): the restored job's
-    committed outputs equal the failure-free run's: same merged sketches, each epoch released
-    exactly once, the ledger charged once per epoch."""
-    from tests.flink_fixtures import SMALL_BUFFERS, job_args, read_outputs, run_job_to_end, unique_topic
+def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: JobOutputs, tmp_path) -> None:
+    """The sketch operator throws once mid-stream, after epoch 0's release was committed (restart
+    strategy on): the restored job's committed outputs equal the failure-free run's — same merged
+    sketches, each epoch released exactly once, the ledger charged once per epoch."""
+    from tests.flink_fixtures import (
+        PhasedProducer,
+        job_args,
+        read_outputs,
+        read_topic,
+        start_job,
+        unique_topic,
+    )
 
-    marker = tmp_path / "failed-once"
-    prefix = unique_topic("fail")
-    run_job_to_end(job_args(hh_stream, prefix, "--test-fail-once", str(marker), "--test-fail-after", "14000",
-                            "--test-pace-ms", "40", *SMALL_BUFFERS))
+    phased = PhasedProducer(flink_broker.bootstrap, unique_topic("fail-events"))  # same data as hh_stream
+    phased.first()  # 10000 events per shard: epoch 0 closes
+    marker, prefix = tmp_path / "failed-once", unique_topic("fail")
+    client = start_job(
+        job_args(
+            phased.stream,
+            prefix,
+            "--test-fail-once",
+            str(marker),
+            "--test-fail-after",
+            "14000",
+            stop_offsets=phased.stop_offsets(),
+        )
+    )
+    assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
+    assert not marker.exists()
+    phased.rest()  # shard 0 passes 14000 events: the operator throws once, Flink restores a checkpoint
+    client.get_job_execution_result().result()
     assert marker.exists()  # the failure did happen
-    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
     assert_same_releases(out, hh_reference_run)
     assert [s["data"] for s in out.sketches] == [s["data"] for s in hh_reference_run.sketches]
     assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]  # no charge published twice
@@ -108,23 +146,79 @@ def test_injected_failure_restores_exactly_once(hh_stream: ProducedStream, hh_re
     assert len(out.dead_letters) == 1
 
 
-def test_stop_with_savepoint_and_resume(hh_stream: ProducedStream, hh_reference_run: JobOutputs, tmp_path) -> None:
-    """Stop mid-stream with a savepoint once a release is committed, resume from it: together the
-    two runs publish exactly the failure-free releases, each epoch once."""
+def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutputs, tmp_path) -> None:
+    """Stop with a savepoint after epoch 0 was released, produce the rest, resume from the savepoint:
+    together the two runs publish exactly the failure-free releases, each epoch once."""
     from privstream.jobs.savepoints import stop_with_savepoint
-    from tests.flink_fixtures import SMALL_BUFFERS, job_args, read_outputs, read_topic, start_job, unique_topic
 
+    from tests.flink_fixtures import (
+        PhasedProducer,
+        job_args,
+        read_outputs,
+        read_topic,
+        run_job_to_end,
+        start_job,
+        unique_topic,
+    )
+
+    phased = PhasedProducer(flink_broker.bootstrap, unique_topic("sp-events"))
+    phased.first()
     prefix = unique_topic("sp")
-    client = start_job(job_args(hh_stream, prefix, "--test-pace-ms", "60", *SMALL_BUFFERS))
-    first = read_topic(hh_stream.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0, timeout_s=120)
-    assert len(first) == 1  # epoch 0 is released (and committed) while the stream is still being read
+    client = start_job(job_args(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
+    assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
-    assert savepoint
-    before = read_topic(hh_stream.bootstrap, f"{prefix}-releases", idle_s=1.0)
-    assert 1 <= len(before) < 3  # stopped mid-stream
-    from tests.flink_fixtures import run_job_to_end
-
-    run_job_to_end(job_args(hh_stream, prefix, "--restore-from", savepoint))
-    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    assert (
+        len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)) == 1
+    )  # stopped mid-stream
+    phased.rest()
+    run_job_to_end(
+        job_args(phased.stream, prefix, "--restore-from", savepoint, stop_offsets=phased.stop_offsets())
+    )
+    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
     assert_same_releases(out, hh_reference_run)
     assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_flink_run_on_standalone_cluster(
+    hh_stream: ProducedStream, hh_reference_run: JobOutputs, standalone_cluster
+) -> None:
+    """``bin/flink run -py jobs/heavy_hitters.py …`` against PyFlink's own start-cluster.sh on loopback."""
+    import privstream.jobs.heavy_hitters as job_module
+
+    from tests.flink_fixtures import read_outputs, unique_topic
+
+    prefix = unique_topic("cluster")
+    args = [
+        "--bootstrap",
+        hh_stream.bootstrap,
+        "--topic",
+        hh_stream.topic,
+        "--epsilon",
+        "1.0",
+        "--delta",
+        "1e-6",
+        "--k",
+        str(K),
+        "--epoch",
+        str(EPOCH_EVENTS),
+        "--releases-topic",
+        f"{prefix}-releases",
+        "--ledger-topic",
+        f"{prefix}-ledger",
+        "--dlq-topic",
+        f"{prefix}-dlq",
+        "--expose-sketches-topic",
+        f"{prefix}-sketches",
+        "--ledger-id",
+        f"test/{prefix}",
+        "--noise-seed",
+        "7",
+        "--stop-at-end-markers",
+        "--checkpoint-dir",
+        str(standalone_cluster.workdir / "checkpoints"),
+    ]
+    proc = standalone_cluster.submit(job_module.__file__, *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    assert_same_releases(out, hh_reference_run)

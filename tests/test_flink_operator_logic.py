@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from privstream.connectors.avro_codec import encode
 from privstream.operators.epochs import FINAL, CountEpochs, ShardProgress, TimeEpochs
-from privstream.operators.payloads import EndPayload, EventPayload, PayloadError, UserSetPayload, decode_payload
+from privstream.operators.payloads import (
+    EndPayload,
+    EventPayload,
+    PayloadError,
+    UserSetPayload,
+    decode_payload,
+)
 from privstream.operators.shard_logic import EpochMerger, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
+
 from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
 
 
@@ -42,7 +48,11 @@ def test_count_epochs_split_batches_at_boundaries() -> None:
     policy, progress = CountEpochs(4), ShardProgress()
     payload = EventPayload(np.arange(10), np.zeros(10, dtype=np.int64))
     split = policy.split(payload, progress)
-    assert [(e, p.items.tolist()) for e, p in split.pieces] == [(0, [0, 1, 2, 3]), (1, [4, 5, 6, 7]), (2, [8, 9])]
+    assert [(e, p.items.tolist()) for e, p in split.pieces] == [
+        (0, [0, 1, 2, 3]),
+        (1, [4, 5, 6, 7]),
+        (2, [8, 9]),
+    ]
     assert policy.closable_through(progress) == 1
     with pytest.raises(ValueError, match="epoch_events"):
         CountEpochs(0)

@@ -22,16 +22,17 @@ def test_rational_exp_is_a_tight_lower_bound(epsilon: float | Fraction) -> None:
     assert ratio > 0 and (exact - float(ratio)) / exact < 2e-12
     # checked exactly for small ε: the upper neighbour a+1 would exceed e^ε
     if float(epsilon) <= 5:
-        from decimal import Decimal, getcontext
+        from decimal import Decimal, localcontext
 
-        getcontext().prec = 80
-        e = (
-            Decimal(epsilon.numerator) / Decimal(epsilon.denominator)
-            if isinstance(epsilon, Fraction)
-            else Decimal(epsilon)
-        ).exp()
-        assert Decimal(ratio.numerator) / Decimal(ratio.denominator) <= e
-        assert Decimal(ratio.numerator + 1) / Decimal(ratio.denominator) > e
+        with localcontext() as ctx:
+            ctx.prec = 80
+            e = (
+                Decimal(epsilon.numerator) / Decimal(epsilon.denominator)
+                if isinstance(epsilon, Fraction)
+                else Decimal(epsilon)
+            ).exp()
+            assert Decimal(ratio.numerator) / Decimal(ratio.denominator) <= e
+            assert Decimal(ratio.numerator + 1) / Decimal(ratio.denominator) > e
 
 
 def test_probabilities_are_exact_and_never_exceed_epsilon() -> None:

@@ -38,7 +38,9 @@ def test_continuous_pmg_tails(eps: float, delta: float) -> None:
     """Note §6 item 8: 6·Pr[Lap >= ln(3/δ)/ε] = δ and (k+1)·Pr[Lap >= ln((k+1)/(2δ))/ε] = δ."""
     assert 6 * laplace_tail(math.log(3 / delta) / eps, eps) == pytest.approx(delta, rel=1e-12)
     for k in (1, 10, 1000):
-        assert (k + 1) * laplace_tail(math.log((k + 1) / (2 * delta)) / eps, eps) == pytest.approx(delta, rel=1e-12)
+        assert (k + 1) * laplace_tail(math.log((k + 1) / (2 * delta)) / eps, eps) == pytest.approx(
+            delta, rel=1e-12
+        )
 
 
 @pytest.mark.parametrize(("eps", "delta"), GRID)
@@ -82,23 +84,29 @@ def test_laplace_threshold(eps: float, delta: float, k: int) -> None:
     assert laplace_threshold_delta(eps, k, t) <= delta
     assert t == 2 or laplace_threshold_delta(eps, k, t - 1) > delta
     # C(ε, k) by brute force
-    assert new_key_factor(eps, k) == pytest.approx(max(k, *(n * math.exp(eps * (1 - n / k)) for n in range(1, k + 1))))
+    assert new_key_factor(eps, k) == pytest.approx(
+        max(k, *(n * math.exp(eps * (1 - n / k)) for n in range(1, k + 1)))
+    )
     # the note's unverified threshold 1 + (k/ε)ln((1+e^ε)k/(2δ)) is valid (our δ formula holds there) but never smaller
     note = 1 + (k / eps) * math.log((1 + math.exp(eps)) * k / (2 * delta))
     assert laplace_threshold_delta(eps, k, math.ceil(note) + 1) <= delta
     assert t <= math.ceil(note) + 1
 
 
-@pytest.mark.parametrize(("eps", "delta", "l"), [(0.5, 1e-9, 1000), (0.1, 1e-6, 10000), (0.9, 1e-6, 64), (0.5, 1e-3, 8)])
-def test_lemma_8_6_satisfies_exact_condition_and_exact_tau_is_smaller(eps: float, delta: float, l: int) -> None:
-    sigma, tau = lemma_8_6_parameters(eps, delta, l)
-    exact_delta = gshm_delta_continuous(eps, sigma, tau, l)
+@pytest.mark.parametrize(
+    ("eps", "delta", "ell"), [(0.5, 1e-9, 1000), (0.1, 1e-6, 10000), (0.9, 1e-6, 64), (0.5, 1e-3, 8)]
+)
+def test_lemma_8_6_satisfies_exact_condition_and_exact_tau_is_smaller(
+    eps: float, delta: float, ell: int
+) -> None:
+    sigma, tau = lemma_8_6_parameters(eps, delta, ell)
+    exact_delta = gshm_delta_continuous(eps, sigma, tau, ell)
     assert exact_delta <= delta  # note §6 item 8: Lemma 8.6 is valid ...
     assert exact_delta < delta / 5  # ... and loose (the note saw 30–35x)
-    tau_exact = smallest_tau_continuous(eps, delta, l, sigma)
+    tau_exact = smallest_tau_continuous(eps, delta, ell, sigma)
     assert tau_exact < tau
-    assert gshm_delta_continuous(eps, sigma, tau_exact, l) <= delta
-    assert gshm_delta_continuous(eps, sigma, tau_exact * (1 - 1e-6), l) > delta
+    assert gshm_delta_continuous(eps, sigma, tau_exact, ell) <= delta
+    assert gshm_delta_continuous(eps, sigma, tau_exact * (1 - 1e-6), ell) > delta
 
 
 def test_note_table_lemma_8_6_values() -> None:
@@ -108,17 +116,19 @@ def test_note_table_lemma_8_6_values() -> None:
         lemma_8_6_parameters(1.0, 1e-6, 10)
 
 
-@pytest.mark.parametrize(("eps", "delta", "l"), [(1.0, 1e-3, 8), (2.0, 1e-3, 8), (0.5, 1e-9, 1000), (1.0, 1e-6, 100)])
-def test_discrete_gshm_calibration(eps: float, delta: float, l: int) -> None:
-    p = calibrate_gshm(eps, delta, l)
+@pytest.mark.parametrize(
+    ("eps", "delta", "ell"), [(1.0, 1e-3, 8), (2.0, 1e-3, 8), (0.5, 1e-9, 1000), (1.0, 1e-6, 100)]
+)
+def test_discrete_gshm_calibration(eps: float, delta: float, ell: int) -> None:
+    p = calibrate_gshm(eps, delta, ell)
     s2 = float(p.sigma2)
-    assert gshm_delta_discrete(eps, s2, p.tau, l) <= delta
-    assert p.tau == 0 or gshm_delta_discrete(eps, s2, p.tau - 1, l) > delta
-    assert smallest_tau_discrete(eps, delta, l, s2) == p.tau
+    assert gshm_delta_discrete(eps, s2, p.tau, ell) <= delta
+    assert p.tau == 0 or gshm_delta_discrete(eps, s2, p.tau - 1, ell) > delta
+    assert smallest_tau_discrete(eps, delta, ell, s2) == p.tau
     # error-bound quantile: l·Pr[|Y| > b] <= β
-    assert l * 2 * discrete_gaussian_tail(p.noise_bound + 1, s2) <= p.beta
+    assert ell * 2 * discrete_gaussian_tail(p.noise_bound + 1, s2) <= p.beta
     if eps < 1:  # smaller than Lemma 8.6's threshold although the privacy analysis is conservative
-        assert p.tau < lemma_8_6_parameters(eps, delta, l)[1]
+        assert p.tau < lemma_8_6_parameters(eps, delta, ell)[1]
 
 
 def test_zcdp_profile_dominates_gaussian_profile() -> None:
@@ -144,7 +154,7 @@ def test_condition_is_monotone_in_tau() -> None:
         (lambda: pmg_threshold(1.0, 0.0), "delta"),
         (lambda: pmg_standard_threshold(1.0, 1e-6, 0), "k"),
         (lambda: laplace_threshold(1.0, 1.5, 3), "delta"),
-        (lambda: calibrate_gshm(1.0, 1e-6, 0), "l"),
+        (lambda: calibrate_gshm(1.0, 1e-6, 0), "ell"),
     ],
 )
 def test_bad_parameters(call, name: str) -> None:  # noqa: ANN001

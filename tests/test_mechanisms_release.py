@@ -99,7 +99,9 @@ def test_user_level_release_needs_m() -> None:
     assert "user" in out.privacy_unit and "user" in out.neighbour_relation
     assert "M/(k+1)" in out.error_bound.sketch_term
     reasons = applicable_mechanisms(pamg, BUDGET)
-    assert reasons["pmg"] and reasons["pure_topk"] and not reasons["gshm"] and not reasons["laplace_threshold"]
+    assert (
+        reasons["pmg"] and reasons["pure_topk"] and not reasons["gshm"] and not reasons["laplace_threshold"]
+    )
 
 
 def test_pure_dp_needs_domain_and_delta_mechanisms_need_delta() -> None:
@@ -123,7 +125,9 @@ def test_pure_dp_needs_domain_and_delta_mechanisms_need_delta() -> None:
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_release_record(name: str) -> None:
     sketch = alg1(stream(7), 16)
-    out = release(sketch, Budget(2.0, 1e-4), mechanism=name, domain=range(200), rng=SeededRandomSource(3), epoch=12)
+    out = release(
+        sketch, Budget(2.0, 1e-4), mechanism=name, domain=range(200), rng=SeededRandomSource(3), epoch=12
+    )
     assert out.mechanism == name and out.epoch == 12 and out.epsilon == 2.0
     assert out.delta == (0.0 if name in ("pure_topk", "chan_topk", "chan_pmg") else 1e-4)
     assert out.privacy_unit == "event" and "add/remove one event" in out.neighbour_relation
@@ -141,7 +145,9 @@ def test_auto_picks_smallest_error_bound() -> None:
     bounds = {}
     for name, reason in applicable_mechanisms(sketch, BUDGET).items():
         if not reason:
-            bounds[name] = release(sketch, BUDGET, mechanism=name, rng=SeededRandomSource(1)).error_bound.max_noise_error
+            bounds[name] = release(
+                sketch, BUDGET, mechanism=name, rng=SeededRandomSource(1)
+            ).error_bound.max_noise_error
     chosen = release(sketch, BUDGET, rng=SeededRandomSource(1))
     assert bounds[chosen.mechanism] == min(bounds.values())
     assert release(merged(16), BUDGET).mechanism in ("gshm", "laplace_threshold")
@@ -197,10 +203,15 @@ def test_error_interval_holds_at_least_as_often_as_stated(name: str, builder) ->
     beta = 0.2
     runs = 300 if name == "pure_topk" else 1500
     rng = SeededRandomSource(22)
-    outs = [release(sketch, Budget(1.0, 1e-3), mechanism=name, beta=beta, rng=rng, domain=range(120)) for _ in range(runs)]
+    outs = [
+        release(sketch, Budget(1.0, 1e-3), mechanism=name, beta=beta, rng=rng, domain=range(120))
+        for _ in range(runs)
+    ]
     bound = outs[0].error_bound
     sketch_error = len(items) / (sketch.k + 1)
-    bad = _violations(Counter(items), bound.below + sketch_error, bound.above, [o.items for o in outs], range(120))
+    bad = _violations(
+        Counter(items), bound.below + sketch_error, bound.above, [o.items for o in outs], range(120)
+    )
     assert bad <= stats.binom.ppf(1 - 1e-3, runs, beta)
     # the bound is not vacuous: it is smaller than the largest count
     assert bound.max_noise_error < max(Counter(items).values())

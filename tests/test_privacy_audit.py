@@ -42,7 +42,9 @@ def clopper_pearson(hits: int, n: int, alpha: float) -> tuple[float, float]:
     return lo, hi
 
 
-def audit(outs_a: Sequence[Output], outs_b: Sequence[Output], events: Sequence[Event]) -> tuple[list[str], float]:
+def audit(
+    outs_a: Sequence[Output], outs_b: Sequence[Output], events: Sequence[Event]
+) -> tuple[list[str], float]:
     """(violations, best lower bound on ε over the events)."""
     alpha = ALPHA_TOTAL / (2 * 2 * len(events))
     violations, eps_lower = [], 0.0
@@ -71,7 +73,9 @@ def threshold_events(stat: Callable[[Output], int], pilot: Sequence[Output]) -> 
     return events
 
 
-def runs(mechanism: Callable[[object, SeededRandomSource], Output], sketch: object, seed: int, n: int) -> list[Output]:
+def runs(
+    mechanism: Callable[[object, SeededRandomSource], Output], sketch: object, seed: int, n: int
+) -> list[Output]:
     rng = SeededRandomSource(seed)
     return [mechanism(sketch, rng) for _ in range(n)]
 
@@ -102,7 +106,7 @@ def merged_pair_new_keys(k: int, c: int) -> tuple[StandardMisraGries, StandardMi
     differ by 1: the extra element decrements everything, removing the count-1 keys."""
     half = k // 2
     base = [x for x in range(half) for _ in range(c)] + list(range(100, 100 + k - half))
-    other = standard_of([300] * 5, k)
+    other = standard_of([0] * 5, k)  # merging in a partition that holds only a shared key
     small = merge_misra_gries([standard_of([*base, 99], k), other], k)
     big = merge_misra_gries([standard_of(base, k), other], k)
     return big, small
@@ -122,14 +126,14 @@ def alg1_of(items: Sequence[int], k: int) -> MisraGries:
     return mg
 
 
-def lemma2_pairs(k: int = 3) -> dict[str, tuple[MisraGries, MisraGries, set]]:
+def lemma2_pairs(k: int = 4) -> dict[str, tuple[MisraGries, MisraGries, set]]:
     """Neighbouring Alg. 1 sketches (S' = S minus one element) in the worst states of Lemma 2:
     'S6' (two keys differ on each side) and 'S2' (key sets differ and all counters differ by 1).
     Two heavy keys (counts ~25, above the PMG threshold) are common to both, so releases happen."""
     rng = np.random.default_rng(7)
     found: dict[str, tuple[MisraGries, MisraGries, set]] = {}
     for _ in range(4000):
-        tail = [int(x) for x in rng.integers(2, 8, size=int(rng.integers(3, 9)))]
+        tail = [int(x) for x in rng.integers(2, 10, size=int(rng.integers(4, 12)))]
         stream = [0, 1] * 25 + tail
         full = alg1_of(stream, k)
         t = dict(full.slots())

@@ -68,7 +68,13 @@ class LedgerEntry:
         epoch = data["epoch"]
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
             raise LedgerFormatError("entry epoch must be an int or null")
-        return cls(int(data["seq"]), budget_from_dict(data["budget"]), str(data["mechanism"]), epoch, str(data["label"]))
+        return cls(
+            int(data["seq"]),
+            budget_from_dict(data["budget"]),
+            str(data["mechanism"]),
+            epoch,
+            str(data["label"]),
+        )
 
 
 def _add(a: tuple[Fraction, ...], b: tuple[Fraction, ...]) -> tuple[Fraction, ...]:
@@ -136,7 +142,9 @@ class PrivacyLedger:
     def remaining(self) -> AnyBudget:
         """Total minus spent, componentwise (never negative)."""
         spent = self._spent_exact(self._entries)
-        return type(self._total)(*(float(max(t - s, 0)) for t, s in zip(self._total.exact, spent, strict=True)))
+        return type(self._total)(
+            *(float(max(t - s, 0)) for t, s in zip(self._total.exact, spent, strict=True))
+        )
 
     def _check_charge(self, budget: AnyBudget, epoch: int | None) -> LedgerEntry:
         if type(budget) is not type(self._total):
@@ -162,7 +170,9 @@ class PrivacyLedger:
             return False
         return True
 
-    def charge(self, budget: AnyBudget, *, mechanism: str, epoch: int | None = None, label: str = "") -> LedgerEntry:
+    def charge(
+        self, budget: AnyBudget, *, mechanism: str, epoch: int | None = None, label: str = ""
+    ) -> LedgerEntry:
         """Record a release of cost ``budget``; raise :class:`BudgetExceeded` (recording nothing)
         if it would exceed the total. The persistence hook runs before this returns."""
         probe = self._check_charge(budget, epoch)
@@ -210,8 +220,12 @@ class PrivacyLedger:
             if hashlib.sha256(cls._canonical(body)).hexdigest() != checksum:
                 raise LedgerFormatError("ledger checksum mismatch (corrupt or edited)")
             if body.get("format") != _FORMAT or body.get("version") != _VERSION:
-                raise LedgerFormatError(f"unsupported ledger format/version {body.get('format')!r}/{body.get('version')!r}")
-            ledger = cls(budget_from_dict(body["total"]), composition=body["composition"], ledger_id=body["ledger_id"])
+                raise LedgerFormatError(
+                    f"unsupported ledger format/version {body.get('format')!r}/{body.get('version')!r}"
+                )
+            ledger = cls(
+                budget_from_dict(body["total"]), composition=body["composition"], ledger_id=body["ledger_id"]
+            )
             entries = [LedgerEntry.from_dict(e) for e in body["entries"]]
         except LedgerFormatError:
             raise

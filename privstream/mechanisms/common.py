@@ -12,7 +12,11 @@ from privstream.sketches import Dummy, Key, item_order_key
 
 
 def check_epsilon(epsilon: float) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | Fraction) or not 0 < epsilon < float("inf"):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, int | float | Fraction)
+        or not 0 < epsilon < float("inf")
+    ):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     return float(epsilon)
 
@@ -30,12 +34,16 @@ def laplace_scale(sensitivity: int | Fraction, epsilon: float) -> Fraction:
     return Fraction(sensitivity) / exact_value(check_epsilon(epsilon))
 
 
-def add_laplace(counts: Iterable[tuple[Key, int]], scale: Fraction, rng: RandomSource) -> list[tuple[Key, int]]:
+def add_laplace(
+    counts: Iterable[tuple[Key, int]], scale: Fraction, rng: RandomSource
+) -> list[tuple[Key, int]]:
     t, s = scale.numerator, scale.denominator
     return [(x, c + _discrete_laplace(t, s, rng)) for x, c in counts]
 
 
-def add_gaussian(counts: Iterable[tuple[Key, int]], sigma2: Fraction, rng: RandomSource) -> list[tuple[Key, int]]:
+def add_gaussian(
+    counts: Iterable[tuple[Key, int]], sigma2: Fraction, rng: RandomSource
+) -> list[tuple[Key, int]]:
     num, den = sigma2.numerator, sigma2.denominator
     return [(x, c + _discrete_gaussian(num, den, rng)) for x, c in counts]
 

@@ -17,7 +17,6 @@ that can reach the top k; its output law equals the naive one (see that module).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 
 from privstream.mechanisms.common import check_epsilon, laplace_scale
 from privstream.mechanisms.domain_topk import Domain, noisy_top_k
@@ -28,7 +27,12 @@ from privstream.sketches import Item
 
 
 def pure_topk_values(
-    numerators: Mapping[Item, int], denominator: int, epsilon: float, k: int, domain: Domain, rng: RandomSource
+    numerators: Mapping[Item, int],
+    denominator: int,
+    epsilon: float,
+    k: int,
+    domain: Domain,
+    rng: RandomSource,
 ) -> tuple[tuple[Item, int], ...]:
     """§6 release on Alg. 3 output (values numerators/denominator); released values are the noisy
     lattice values rounded to the nearest integer (post-processing)."""
@@ -68,7 +72,9 @@ def chan_values(
     return tuple(noisy_top_k(nonzero, domain, k, scale, rng, min_value=1 if clamp else None))
 
 
-def chan_error_bound(epsilon: float, sensitivity: int, domain: Domain, beta: float, sketch_term: str) -> ErrorBound:
+def chan_error_bound(
+    epsilon: float, sensitivity: int, domain: Domain, beta: float, sketch_term: str
+) -> ErrorBound:
     """d·Pr[|Z| > b] <= β: released values within b of the counter; an unreleased key lost to a key
     with a larger noisy value (or was clamped), so its counter is <= 2b."""
     b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, sensitivity / epsilon), len(domain), beta)

@@ -135,13 +135,16 @@ def noisy_top_k(
         return len(stored_sorted) - bisect.bisect_left(stored_sorted, z)
 
     levels: list[int] = []  # noise-only levels, non-increasing
+    at_last_level = 0  # how many of ``levels`` equal the last one
     generator = TopNoiseLevels(n_noise, scale, rng)
     while generator.generated < n_noise:
         z = generator.next()
         if min_value is not None and z < min_value:
             break  # every noise-only value >= min_value is known
-        if stored_at_least(z + 1) + len(levels) - levels.count(z) >= k:
+        above = len(levels) - (at_last_level if levels and levels[-1] == z else 0)
+        if stored_at_least(z + 1) + above >= k:
             break  # the k-th largest value is > z, and every value > z is known
+        at_last_level = at_last_level + 1 if levels and levels[-1] == z else 1
         levels.append(z)
     floor = min_value
     candidates: list[tuple[int, object]] = [(v, x) for v, x in stored_noisy if floor is None or v >= floor]

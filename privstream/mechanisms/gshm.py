@@ -31,6 +31,8 @@ We therefore use, conservatively:
 This is an upper bound on the exact discrete δ, so the stated (ε, δ) is valid for the sampled noise;
 it costs a few percent more σ than the continuous exact condition. :func:`gshm_delta_continuous`
 and :func:`lemma_8_6_parameters` are exposed for comparison (Lemma 8.6 is loose and needs ε < 1).
+
+The paper's l (the number of counts that may differ) is spelled ``ell`` in code.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ def gaussian_profile(j: np.ndarray, eps: np.ndarray, sigma: float) -> np.ndarray
     """Exact δ(eps) of the continuous Gaussian mechanism with ℓ2 sensitivity √j (Balle–Wang)."""
     root = np.sqrt(np.asarray(j, dtype=float))
     e = np.asarray(eps, dtype=float)
-    out = _phi(root / (2 * sigma) - e * sigma / root) - np.exp(e) * _phi(-root / (2 * sigma) - e * sigma / root)
+    out = _phi(root / (2 * sigma) - e * sigma / root) - np.exp(e) * _phi(
+        -root / (2 * sigma) - e * sigma / root
+    )
     return np.clip(out, 0.0, 1.0)
 
 
@@ -89,59 +93,61 @@ def zcdp_profile(rho: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.where(eps >= 0, bound, np.minimum(1.0, 1.0 - np.exp(eps) + bound))
 
 
-def _condition(epsilon: float, l: int, log_p: float, profile) -> float:  # noqa: ANN001
+def _condition(epsilon: float, ell: int, log_p: float, profile) -> float:  # noqa: ANN001
     """Right-hand side of the Thm 8.5 condition for the given ln p and profile δ_j(e)."""
-    j = np.arange(1, l + 1, dtype=float)
-    gamma = (l - j) * log_p
+    j = np.arange(1, ell + 1, dtype=float)
+    gamma = (ell - j) * log_p
     p_rest = np.exp(gamma)
-    term1 = -math.expm1(l * log_p)
+    term1 = -math.expm1(ell * log_p)
     term2 = (1 - p_rest) + p_rest * profile(j, epsilon - gamma)
     term3 = profile(j, epsilon + gamma)
     return float(max(term1, term2.max(), term3.max()))
 
 
-def gshm_delta_continuous(epsilon: float, sigma: float, tau: float, l: int) -> float:
+def gshm_delta_continuous(epsilon: float, sigma: float, tau: float, ell: int) -> float:
     """The smallest δ for which GSHM(σ, τ, l) with continuous Gaussian noise is (ε, δ)-DP (Thm 8.5)."""
     log_p = math.log1p(-0.5 * math.erfc(tau / (sigma * math.sqrt(2.0))))
-    return _condition(epsilon, l, log_p, lambda j, e: gaussian_profile(j, e, sigma))
+    return _condition(epsilon, ell, log_p, lambda j, e: gaussian_profile(j, e, sigma))
 
 
-def gshm_delta_discrete(epsilon: float, sigma2: float, tau: int, l: int) -> float:
+def gshm_delta_discrete(epsilon: float, sigma2: float, tau: int, ell: int) -> float:
     """A valid δ for GSHM with discrete Gaussian N_Z(0, σ²) noise (module docstring)."""
     log_p = math.log1p(-discrete_gaussian_tail(int(tau), float(sigma2)))
-    return _condition(epsilon, l, log_p, lambda j, e: zcdp_profile(j / (2.0 * float(sigma2)), e))
+    return _condition(epsilon, ell, log_p, lambda j, e: zcdp_profile(j / (2.0 * float(sigma2)), e))
 
 
-def lemma_8_6_parameters(epsilon: float, delta: float, l: int) -> tuple[float, float]:
+def lemma_8_6_parameters(epsilon: float, delta: float, ell: int) -> tuple[float, float]:
     """Lemma 8.6 (ε < 1): σ = √(2l·ln(2.5/δ))/ε, τ = √(2·ln(2l/δ))·σ."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     if eps >= 1:
         raise ValueError(f"epsilon: Lemma 8.6 needs epsilon < 1, got {eps}")
-    sigma = math.sqrt(2 * l * math.log(2.5 / dlt)) / eps
-    return sigma, math.sqrt(2 * math.log(2 * l / dlt)) * sigma
+    sigma = math.sqrt(2 * ell * math.log(2.5 / dlt)) / eps
+    return sigma, math.sqrt(2 * math.log(2 * ell / dlt)) * sigma
 
 
-def smallest_tau_continuous(epsilon: float, delta: float, l: int, sigma: float, rel_tol: float = 1e-9) -> float:
+def smallest_tau_continuous(
+    epsilon: float, delta: float, ell: int, sigma: float, rel_tol: float = 1e-9
+) -> float:
     """Smallest τ (to rel_tol, rounded up) satisfying Thm 8.5 exactly for continuous noise; inf if
     no τ works for this σ (the Gaussian part alone exceeds δ)."""
-    if gshm_delta_continuous(epsilon, sigma, 60 * sigma, l) > delta:
+    if gshm_delta_continuous(epsilon, sigma, 60 * sigma, ell) > delta:
         return math.inf
     lo, hi = 0.0, 60 * sigma
     while hi - lo > rel_tol * hi:
         mid = (lo + hi) / 2
-        if gshm_delta_continuous(epsilon, sigma, mid, l) <= delta:
+        if gshm_delta_continuous(epsilon, sigma, mid, ell) <= delta:
             hi = mid
         else:
             lo = mid
     return hi
 
 
-def smallest_tau_discrete(epsilon: float, delta: float, l: int, sigma2: float) -> int | None:
+def smallest_tau_discrete(epsilon: float, delta: float, ell: int, sigma2: float) -> int | None:
     """Smallest integer τ satisfying the discrete condition; None if no τ works for this σ²."""
     top = int(45 * math.sqrt(sigma2)) + 10
-    if gshm_delta_discrete(epsilon, sigma2, top, l) > delta:
+    if gshm_delta_discrete(epsilon, sigma2, top, ell) > delta:
         return None
-    return smallest_satisfying(lambda tau: gshm_delta_discrete(epsilon, sigma2, tau, l) <= delta, 0, top)
+    return smallest_satisfying(lambda tau: gshm_delta_discrete(epsilon, sigma2, tau, ell) <= delta, 0, top)
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ class GSHMParameters:
 
     sigma2: Fraction
     tau: int
-    l: int
+    ell: int
     epsilon: float
     delta: float
     noise_bound: int  # b with k·Pr[|Y| > b] <= beta
@@ -166,23 +172,23 @@ class GSHMParameters:
 
 
 @lru_cache(maxsize=128)
-def calibrate_gshm(epsilon: float, delta: float, l: int, beta: float = 0.05) -> GSHMParameters:
+def calibrate_gshm(epsilon: float, delta: float, ell: int, beta: float = 0.05) -> GSHMParameters:
     """Choose σ² (a rational with denominator 100) minimising the error bound τ + b, with τ the
     smallest integer satisfying the (discrete, conservative) Thm 8.5 condition for that σ²."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    if isinstance(l, bool) or not isinstance(l, int) or l < 1:
-        raise ValueError(f"l must be a positive int, got {l!r}")
+    if isinstance(ell, bool) or not isinstance(ell, int) or ell < 1:
+        raise ValueError(f"ell must be a positive int, got {ell!r}")
 
     def evaluate(sigma: float) -> GSHMParameters | None:
         s2 = Fraction(math.ceil(sigma * sigma * 100), 100)
-        tau = smallest_tau_discrete(eps, dlt, l, float(s2))
+        tau = smallest_tau_discrete(eps, dlt, ell, float(s2))
         if tau is None:
             return None
-        b = smallest_abs_bound(lambda m: discrete_gaussian_abs_tail(m, float(s2)), l, beta)
-        return GSHMParameters(s2, tau, l, eps, dlt, b, beta)
+        b = smallest_abs_bound(lambda m: discrete_gaussian_abs_tail(m, float(s2)), ell, beta)
+        return GSHMParameters(s2, tau, ell, eps, dlt, b, beta)
 
     # Smallest feasible σ: bisect on feasibility (the Gaussian part alone must fit in δ).
-    lo, hi = 0.05, max(1.0, math.sqrt(l) / eps)
+    lo, hi = 0.05, max(1.0, math.sqrt(ell) / eps)
     while evaluate(hi) is None:
         lo, hi = hi, hi * 2
     for _ in range(30):
@@ -223,5 +229,5 @@ def gshm_error_bound(params: GSHMParameters, sketch_term: str) -> ErrorBound:
         above=float(b),
         beta=params.beta,
         sketch_term=sketch_term,
-        derivation=f"Lebeda-Tetek Thm 8.12 style: b={b} with l·Pr[|Y|>b]<=beta, tau={params.tau}",
+        derivation=f"Lebeda-Tetek Thm 8.12 style: b={b} with ell·Pr[|Y|>b]<=beta, tau={params.tau}",
     )

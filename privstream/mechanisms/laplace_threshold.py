@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import math
 
-from privstream.mechanisms.common import add_laplace, check_delta, check_epsilon, laplace_scale, threshold_and_sort
+from privstream.mechanisms.common import (
+    add_laplace,
+    check_delta,
+    check_epsilon,
+    laplace_scale,
+    threshold_and_sort,
+)
 from privstream.mechanisms.release_types import ErrorBound
 from privstream.noise.distributions import (
     discrete_laplace_abs_tail,
@@ -64,7 +70,9 @@ def laplace_threshold_release(
     return threshold_and_sort(add_laplace(nonzero, laplace_scale(k, epsilon), rng), threshold)
 
 
-def laplace_threshold_error_bound(epsilon: float, threshold: int, k: int, beta: float, sketch_term: str) -> ErrorBound:
+def laplace_threshold_error_bound(
+    epsilon: float, threshold: int, k: int, beta: float, sketch_term: str
+) -> ErrorBound:
     b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, k / epsilon), k, beta)
     return ErrorBound(
         below=float(threshold - 1 + b),

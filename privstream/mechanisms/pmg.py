@@ -26,15 +26,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from privstream.mechanisms.common import add_laplace, check_delta, check_epsilon, laplace_scale, threshold_and_sort
+from privstream.mechanisms.common import (
+    add_laplace,
+    check_delta,
+    check_epsilon,
+    laplace_scale,
+    threshold_and_sort,
+)
 from privstream.mechanisms.release_types import ErrorBound
+from privstream.noise.discrete import _discrete_laplace
 from privstream.noise.distributions import (
     discrete_laplace_abs_tail,
     discrete_laplace_tail,
     smallest_abs_bound,
     smallest_satisfying,
 )
-from privstream.noise.discrete import _discrete_laplace
 from privstream.noise.rng import RandomSource
 from privstream.sketches import Key
 

@@ -69,7 +69,11 @@ class _Plan:
 def _sketch_facts(sketch: object) -> tuple[Build, int]:
     build = getattr(sketch, "build", None)
     k = getattr(sketch, "k", None)
-    if not isinstance(build, Build) or not isinstance(k, int) or not callable(getattr(sketch, "counters", None)):
+    if (
+        not isinstance(build, Build)
+        or not isinstance(k, int)
+        or not callable(getattr(sketch, "counters", None))
+    ):
         raise TypeError(f"sketch must be a privstream Misra-Gries-type sketch, got {type(sketch).__name__}")
     if build in _USER_LEVEL:
         m = getattr(sketch, "m", None)
@@ -95,9 +99,13 @@ def _plan(name: str, sketch: object, budget: Budget, domain: Domain | None, beta
     if eps <= 0:
         raise MechanismNotApplicable("budget.epsilon must be > 0 for a release")
     if name in ("pmg", "pmg_standard", "gshm", "laplace_threshold") and delta <= 0:
-        raise MechanismNotApplicable(f"{name} is (ε, δ)-DP and needs delta > 0; use pure_topk/chan_* with a domain")
+        raise MechanismNotApplicable(
+            f"{name} is (ε, δ)-DP and needs delta > 0; use pure_topk/chan_* with a domain"
+        )
     if name in ("pure_topk", "chan_topk", "chan_pmg") and domain is None:
-        raise MechanismNotApplicable(f"{name} adds noise to every element of a declared universe: pass domain=")
+        raise MechanismNotApplicable(
+            f"{name} adds noise to every element of a declared universe: pass domain="
+        )
     term = _sketch_term(build)
     if name == "pmg":
         if build is not Build.ALG1_SEQUENTIAL:
@@ -197,6 +205,13 @@ def _finish(
     )
 
 
+def _check_request(budget: Budget, beta: float) -> None:
+    if not isinstance(budget, Budget):
+        raise TypeError(f"budget must be an accounting.Budget, not {type(budget).__name__}")
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
+        raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+
+
 def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | None = None) -> dict[str, str]:
     """Every mechanism name -> "" if valid for this sketch/budget/domain, else the reason it is not."""
     out = {}
@@ -228,10 +243,7 @@ def release(
     reported error bound; ``ledger``: charged before noise is drawn. Raises
     :class:`MechanismNotApplicable` when the sketch does not meet the mechanism's assumptions.
     """
-    if not isinstance(budget, Budget):
-        raise TypeError(f"budget must be an accounting.Budget, not {type(budget).__name__}")
-    if not 0 < beta < 1:
-        raise ValueError(f"beta must lie in (0, 1), got {beta}")
+    _check_request(budget, beta)
     build, _ = _sketch_facts(sketch)
     if mechanism == "auto":
         plans = []
@@ -262,15 +274,16 @@ def release_partitions(
 ) -> Release:
     """§7 trusted aggregator, optimal error: Alg. 3 on each partition sketch, key-wise sum, then
     Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours)."""
-    if not isinstance(budget, Budget):
-        raise TypeError(f"budget must be an accounting.Budget, not {type(budget).__name__}")
+    _check_request(budget, beta)
     if not sketches:
         raise ValueError("sketches must not be empty")
     builds = set()
     for s in sketches:
         build, _ = _sketch_facts(s)
         if build not in _SEQUENTIAL:
-            raise MechanismNotApplicable(f"release_partitions needs sequentially built partition sketches, got {build.name}")
+            raise MechanismNotApplicable(
+                f"release_partitions needs sequentially built partition sketches, got {build.name}"
+            )
         builds.add(build)
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
     plan = _reduced_plan(reduced, budget.epsilon, reduced.k, domain, beta)

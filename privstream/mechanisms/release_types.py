@@ -71,5 +71,7 @@ class Release:
             "privacy_unit": self.privacy_unit,
             "error_bound": self.error_bound.to_dict(),
             "epoch": self.epoch,
-            "parameters": {k: (str(v) if not isinstance(v, int | float | str) else v) for k, v in self.parameters},
+            "parameters": {
+                k: (str(v) if not isinstance(v, int | float | str) else v) for k, v in self.parameters
+            },
         }

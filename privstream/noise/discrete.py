@@ -13,6 +13,7 @@ seeded source). Expected cost is O(1) random draws per sample, independent of th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from math import isqrt
 
@@ -100,23 +101,24 @@ def _to_int64(values: list[int]) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
+def _sample_array(
+    kernel: Callable[[int, int, RandomSource], int], frac: Fraction, n: int, rng: RandomSource | None
+) -> np.ndarray:
+    count = _check_count(n)
+    source = resolve(rng)
+    a, b = frac.numerator, frac.denominator
+    return _to_int64([kernel(a, b, source) for _ in range(count)])
+
+
 def discrete_laplace_array(
     scale: Fraction | int | float | str, n: int, rng: RandomSource | None = None
 ) -> np.ndarray:
     """``n`` i.i.d. exact discrete Laplace samples as an int64 array."""
-    frac = positive_rational(scale, "scale")
-    count = _check_count(n)
-    source = resolve(rng)
-    t, s = frac.numerator, frac.denominator
-    return _to_int64([_discrete_laplace(t, s, source) for _ in range(count)])
+    return _sample_array(_discrete_laplace, positive_rational(scale, "scale"), n, rng)
 
 
 def discrete_gaussian_array(
     sigma2: Fraction | int | float | str, n: int, rng: RandomSource | None = None
 ) -> np.ndarray:
     """``n`` i.i.d. exact discrete Gaussian samples as an int64 array."""
-    frac = positive_rational(sigma2, "sigma2")
-    count = _check_count(n)
-    source = resolve(rng)
-    num, den = frac.numerator, frac.denominator
-    return _to_int64([_discrete_gaussian(num, den, source) for _ in range(count)])
+    return _sample_array(_discrete_gaussian, positive_rational(sigma2, "sigma2"), n, rng)

@@ -56,7 +56,9 @@ class PrivacyAwareMisraGries(CounterSketch):
         if len(xs) > self._m:
             raise ValueError(f"a user may contribute at most m={self._m} items, got {len(xs)}")
         if len(set(xs)) != len(xs):
-            raise ValueError(f"a user's items must be distinct, got duplicates in {xs!r}")
+            raise ValueError(
+                f"a user's items must be distinct, got {len(xs)} items of which {len(set(xs))} distinct"
+            )
         return xs
 
     def update_user(self, items: Iterable[object]) -> None:

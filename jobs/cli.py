@@ -1,0 +1,27 @@
+"""``privstream run <job> …``: run a Flink job locally (a MiniCluster in this process).
+
+Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`). To submit to a cluster instead, use
+Flink's own client: ``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: job name -> module with ``configure(parser)`` and ``run(args) -> int``
+JOBS = {"heavy-hitters": "privstream.jobs.heavy_hitters"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    import importlib
+
+    sub = parser.add_subparsers(dest="job", required=True)
+    for name, module_name in JOBS.items():
+        module = importlib.import_module(module_name)
+        sp = sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0])
+        module.configure(sp)
+        sp.set_defaults(_job_run=module.run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args._job_run(args) or 0)
