@@ -26,9 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from privstream.connectors.broker import EmbeddedBroker
     from privstream.connectors.topics import ensure_default_topics
 
+    try:
+        broker = EmbeddedBroker(port=args.port, data_dir=args.data)
+    except ValueError as exc:
+        print(f"privstream broker: error: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    broker = EmbeddedBroker(port=args.port, data_dir=args.data)
     try:
         broker.start()
         if not args.no_topics:
@@ -41,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"broker exited unexpectedly; log:\n{broker.log_tail()}", file=sys.stderr)
                 return 1
         return 0
+    except (RuntimeError, TimeoutError, OSError) as exc:  # s3rver missing, start-up failure
+        print(f"privstream broker: error: {exc}", file=sys.stderr)
+        return 2
     finally:
         broker.stop()
         for sig, handler in previous.items():

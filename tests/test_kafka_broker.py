@@ -70,7 +70,8 @@ def test_topic_spec_validation() -> None:
         TopicSpec("", 1)
 
 
-def test_broker_cli_prints_bootstrap_and_stops_on_sigterm() -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_broker_cli_prints_bootstrap_and_stops_cleanly(stop_signal: signal.Signals) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "privstream.cli", "broker", "--partitions", "2"],
         stdout=subprocess.PIPE,
@@ -82,7 +83,7 @@ def test_broker_cli_prints_bootstrap_and_stops_on_sigterm() -> None:
         host, port = bootstrap.split(":")
         assert host == "127.0.0.1" and probe_metadata(host, int(port))
         assert "events" in list_topics(bootstrap)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop_signal)  # SIGINT is what Ctrl-C sends
         assert process.wait(timeout=20) == 0
         assert not probe_metadata(host, int(port), timeout=0.5)  # tansu stopped with the CLI
     finally:

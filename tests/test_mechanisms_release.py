@@ -36,6 +36,7 @@ from privstream.sketches import (
     StandardMisraGries,
     item_order_key,
     merge_misra_gries,
+    merge_pamg,
 )
 
 BUDGET = Budget(1.0, 1e-3)
@@ -102,6 +103,12 @@ def test_user_level_release_needs_m() -> None:
     assert (
         reasons["pmg"] and reasons["pure_topk"] and not reasons["gshm"] and not reasons["laplace_threshold"]
     )
+    other = PrivacyAwareMisraGries(8, 3)
+    other.update_user({1, 2, 3})
+    both = merge_pamg([pamg, other])  # Thm 8.12: merged PAMG + GSHM with l = k
+    assert both.build is Build.PAMG_MERGED
+    out = release(both, BUDGET, rng=SeededRandomSource(2))
+    assert out.mechanism in ("gshm", "laplace_threshold") and "user" in out.privacy_unit
 
 
 def test_pure_dp_needs_domain_and_delta_mechanisms_need_delta() -> None:
