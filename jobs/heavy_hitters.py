@@ -23,7 +23,9 @@ PAMG needs). Each Kafka message should be an ``EventBatch`` (micro-batch): per-r
 Releases of merged sketches use GSHM / thresholded Laplace (never PMG). Configuration errors
 are reported before Flink starts, naming the option. The source is unbounded unless
 ``--stop-offsets`` gives the end offset of every partition (never ``latest``: tansu answers it
-wrongly); ``EndMarker`` messages close a partition's epochs in an unbounded run.
+wrongly); ``EndMarker`` messages close a partition's epochs in an unbounded run. Known connector bug
+(FLINK-33466 / FLINK-31006, flink-connector-kafka 4.0.1): a *bounded* run resumed from a savepoint
+reads to its stopping offsets and publishes everything but then does not finish; cancel it.
 """
 
 from __future__ import annotations

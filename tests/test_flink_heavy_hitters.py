@@ -156,7 +156,6 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
         job_args,
         read_outputs,
         read_topic,
-        run_job_to_end,
         start_job,
         unique_topic,
     )
@@ -167,16 +166,22 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
     client = start_job(job_args(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
-    assert (
-        len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)) == 1
-    )  # stopped mid-stream
+    stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)
+    assert len(stopped) == 1  # stopped mid-stream
     phased.rest()
-    run_job_to_end(
+    resumed = start_job(
         job_args(phased.stream, prefix, "--restore-from", savepoint, stop_offsets=phased.stop_offsets())
     )
-    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
+    try:
+        out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
+    finally:
+        # FLINK-33466 / FLINK-31006 (flink-connector-kafka 4.0.1): a bounded KafkaSource restored from
+        # a savepoint reads to its stopping offsets but is never sent NoMoreSplits, so the resumed job
+        # does not finish by itself; everything is published (EndMarkers closed every epoch): cancel.
+        resumed.cancel().result()
     assert_same_releases(out, hh_reference_run)
     assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]
+    assert len(out.dead_letters) == 1
 
 
 @pytest.mark.slow

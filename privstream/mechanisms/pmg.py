@@ -50,10 +50,15 @@ def _smallest_tail_index(samples: int, epsilon: float, delta: float, start: int)
     return smallest_satisfying(lambda m: samples * discrete_laplace_tail(m, 1.0 / epsilon) <= delta, 1, start)
 
 
+def _log_samples_over_delta(samples: int, eps: float, delta: float) -> float:
+    """ln(samples·e^ε/((e^ε+1)δ)), written without e^ε so that large ε cannot overflow."""
+    return math.log(samples) - math.log1p(math.exp(-eps)) - math.log(delta)
+
+
 def pmg_half_threshold(epsilon: float, delta: float) -> int:
     """t' of §5.2: ⌈ln(6e^ε/((e^ε+1)δ))/ε⌉, verified so that 6·Pr[Z >= t'] <= δ."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    closed = math.ceil(math.log(6 * math.exp(eps) / ((math.exp(eps) + 1) * dlt)) / eps)
+    closed = math.ceil(_log_samples_over_delta(6, eps, dlt) / eps)
     if closed >= 1 and 6 * discrete_laplace_tail(closed, 1.0 / eps) <= dlt:
         return closed
     return _smallest_tail_index(6, eps, dlt, closed)  # only if float rounding broke the closed form
@@ -69,7 +74,7 @@ def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> int:
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
-    guess = math.ceil(math.log((k + 1) * math.exp(eps) / ((math.exp(eps) + 1) * dlt)) / eps)
+    guess = math.ceil(_log_samples_over_delta(k + 1, eps, dlt) / eps)
     return 1 + 2 * _smallest_tail_index(k + 1, eps, dlt, start=guess)
 
 
