@@ -227,3 +227,53 @@ def test_flink_run_on_standalone_cluster(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
     assert_same_releases(out, hh_reference_run)
+
+
+def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
+    """``--m``: UserSetEvent stream, PAMG per partition, tumbling event-time epochs; the merged
+    sketches equal core's fixed-order ``merge_pamg`` and the user-level ledger composes sequentially."""
+    from privstream.connectors.avro_codec import encode
+    from privstream.connectors.clients import kafka_producer
+    from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
+    from tests.flink_fixtures import create_topic, job_args, read_outputs, run_job_to_end, unique_topic
+
+    k, m, epoch_ms, partitions = 16, 3, 10_000, 2
+    topic = create_topic(flink_broker.bootstrap, unique_topic("pamg-events"), partitions)
+    rng = np.random.default_rng(5)
+    per_partition: dict[int, list[tuple[int, tuple[int, ...]]]] = {0: [], 1: []}
+    producer = kafka_producer(flink_broker.bootstrap)
+    for user in range(1200):  # user u at time 25 ms * u: epochs 0, 1, 2 (30 s of event time)
+        items = tuple(sorted({int(x) % 60 for x in rng.zipf(1.5, m)}))  # <= m distinct items
+        t = 25 * user
+        p = user % partitions  # keyed by user: each user in one shard
+        per_partition[p].append((t, items))
+        producer.send(topic, partition=p, value=encode("UserSetEvent", {"user_id": user, "items": list(items),
+                                                                         "event_time": t}))
+    for p in range(partitions):
+        producer.send(topic, partition=p, value=encode("EndMarker", {"producer_id": "t", "events_sent": 600}))
+    producer.flush()
+    producer.close()
+    stream = ProducedStream(flink_broker.bootstrap, topic, partitions, 1)
+    prefix = unique_topic("pamg")
+    run_job_to_end(job_args(stream, prefix, "--m", str(m), "--total-epsilon", "3", "--total-delta", "3e-6",
+                            k=k, epoch="10s"))
+    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
+    core = []
+    for e in range(3):
+        shards = []
+        for p in range(partitions):
+            sk = PrivacyAwareMisraGries(k, m)
+            for t, items in per_partition[p]:
+                if t // epoch_ms == e:
+                    sk.update_user(items)
+            shards.append(sk)
+        core.append(merge_pamg(shards))
+    assert [s["epoch"] for s in out.sketches] == [0, 1, 2]
+    for snap, want in zip(out.sketches, core, strict=True):
+        got = load_sketch(snap["data"])
+        assert got.build is Build.PAMG_MERGED and got.counters() == want.counters()
+    assert [r["epoch"] for r in out.releases] == [0, 1, 2]
+    assert all(r["window_end"] - r["window_start"] == epoch_ms for r in out.releases)
+    assert all(r["mechanism"] != "pmg" and "user" in r["privacy_unit"] for r in out.releases)
+    last = max(out.ledger, key=lambda e: e["sequence"])
+    assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(3.0)  # sequential composition

@@ -126,3 +126,33 @@ def test_merger_waits_for_every_shard_and_fills_missing_with_empty() -> None:
     assert merger.add(ShardSketch(0, None, None, FINAL)) == []  # nothing further was pending
     with pytest.raises(ValueError, match="shards"):
         merger.add(ShardSketch(5, 0, one.to_bytes(), 0))
+
+
+def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
+    from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
+
+    spec, policy = SketchSpec("pamg", 6, 2), CountEpochs(50)
+    users = {s: [(s * 1000 + u, (u % 7, (u * 3) % 11 + 20)) for u in range(60)] for s in range(2)}
+    merger, merged = EpochMerger(2, spec), []
+    for s, sets in users.items():
+        sk = ShardSketcher(s, spec, policy, {}, ShardProgress())
+        for uid, items in sets:
+            out, _ = sk.add(UserSetPayload(uid, items, 0))
+            for msg in out:
+                merged += merger.add(msg)
+        for msg in sk.finish():
+            merged += merger.add(msg)
+    assert [m.epoch for m in merged] == [0, 1]
+    for m in merged:
+        shards = []
+        for s in sorted(users):
+            core = PrivacyAwareMisraGries(6, 2)
+            for _, items in users[s][m.epoch * 50 : (m.epoch + 1) * 50]:
+                core.update_user(items)
+            shards.append(core)
+        got = load_sketch(m.data)
+        assert got.build is Build.PAMG_MERGED and got.counters() == merge_pamg(shards).counters()
+    with pytest.raises(ValueError):
+        ShardSketcher(0, spec, policy, {}, ShardProgress()).add(UserSetPayload(1, (1, 2, 3), 0))
+    with pytest.raises(ValueError, match="m:"):
+        SketchSpec("pamg", 4, 4)

@@ -3,8 +3,8 @@
 Every privacy-relevant random choice in privstream (release noise, local randomisers) draws from a
 :class:`RandomSource`. Production code uses :class:`CryptoRandomSource` (the operating system's
 CSPRNG through :mod:`secrets`). Tests may inject :class:`SeededRandomSource`, a deterministic
-SHAKE-256 stream; production code never defaults to it. Python's :mod:`random` and
-``numpy.random`` are never used for privacy noise.
+SHAKE-256 stream; production code never defaults to it. Python's standard-library generator and
+NumPy's generators are never used for privacy noise.
 """
 
 from __future__ import annotations
