@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from privstream.accounting import Budget, BudgetExceeded, LedgerFormatError, PrivacyLedger, ZCDPBudget
+from privstream.accounting import (
+    Budget,
+    BudgetExceeded,
+    LedgerFormatError,
+    PrivacyLedger,
+    ZCDPBudget,
+    most_advanced,
+)
 from privstream.mechanisms import release
 from privstream.noise import SeededRandomSource
 from privstream.sketches import MisraGries
@@ -108,3 +115,58 @@ def test_bad_ledger_parameters() -> None:
         PrivacyLedger(Budget(1.0), composition="advanced")
     with pytest.raises(TypeError, match="total"):
         PrivacyLedger(1.0)  # type: ignore[arg-type]
+
+
+def test_reloaded_ledger_keeps_persisting_its_charges() -> None:
+    """from_bytes/from_json re-attach the on_charge hook: a restored ledger's charges stay durable."""
+    first: list[bytes] = []
+    ledger = PrivacyLedger(Budget(1.0, 1e-6), on_charge=first.append)
+    ledger.charge(Budget(0.25, 0.0), mechanism="pmg", epoch=0)
+    for load, data in ((PrivacyLedger.from_bytes, first[-1]), (PrivacyLedger.from_json, ledger.to_json())):
+        persisted: list[bytes] = []
+        restored = load(data, previous=ledger, on_charge=persisted.append)
+        restored.charge(Budget(0.25, 0.0), mechanism="pmg", epoch=1)
+        assert len(persisted) == 1 and len(PrivacyLedger.from_bytes(persisted[0]).entries) == 2
+
+        def broken(_: bytes) -> None:
+            raise OSError("disk full")
+
+        failing = load(data, on_charge=broken)
+        with pytest.raises(OSError):
+            failing.charge(Budget(0.25, 0.0), mechanism="pmg")
+        assert len(failing.entries) == 1  # rolled back
+    assert PrivacyLedger.from_bytes(first[-1]).entries == ledger.entries  # no hook: still loads
+
+
+def test_most_advanced_picks_the_snapshot_that_extends_the_other() -> None:
+    """Restoring an older checkpoint must never forget charges recorded after it."""
+    live = PrivacyLedger(Budget(1.0, 1e-6), composition="parallel_epochs", ledger_id="hh")
+    live.charge(Budget(0.5, 1e-7), mechanism="gshm", epoch=0)
+    savepoint = PrivacyLedger.from_bytes(live.to_bytes())
+    live.charge(Budget(0.5, 1e-7), mechanism="gshm", epoch=1)
+    topic = PrivacyLedger.from_bytes(live.to_bytes())
+    assert most_advanced(savepoint, topic) is topic
+    assert most_advanced(topic, savepoint) is topic
+    same = PrivacyLedger.from_bytes(topic.to_bytes())
+    assert most_advanced(topic, same) is topic
+    assert topic.extends(savepoint) and not savepoint.extends(topic)
+    # the reconciled ledger refuses what the stale one would have allowed
+    assert savepoint.can_charge(Budget(0.6, 1e-7), epoch=1)
+    assert not most_advanced(savepoint, topic).can_charge(Budget(0.6, 1e-7), epoch=1)
+    # divergent histories (each charged something the other never saw): refuse to pick
+    fork = PrivacyLedger.from_bytes(savepoint.to_bytes())
+    fork.charge(Budget(0.3, 0.0), mechanism="gshm", epoch=2)
+    for a, b in ((fork, topic), (topic, fork)):
+        with pytest.raises(LedgerFormatError, match="divergent"):
+            most_advanced(a, b)
+    with pytest.raises(LedgerFormatError, match="stale or divergent"):
+        PrivacyLedger.from_bytes(fork.to_bytes(), previous=topic)
+    # snapshots of different ledgers, or of the same id with another total/composition
+    with pytest.raises(LedgerFormatError, match="different ledgers"):
+        most_advanced(topic, PrivacyLedger(Budget(1.0, 1e-6), composition="parallel_epochs"))
+    with pytest.raises(LedgerFormatError, match="total/composition"):
+        most_advanced(topic, PrivacyLedger(Budget(2.0, 1e-6), composition="parallel_epochs", ledger_id="hh"))
+    with pytest.raises(LedgerFormatError, match="total/composition"):
+        most_advanced(topic, PrivacyLedger(Budget(1.0, 1e-6), ledger_id="hh"))
+    with pytest.raises(TypeError, match="b"):
+        most_advanced(topic, topic.to_bytes())  # type: ignore[arg-type]

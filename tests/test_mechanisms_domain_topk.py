@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from privstream.mechanisms import noisy_top_k, noisy_top_k_naive
+from privstream.mechanisms.domain_topk import declared_domain
 from privstream.mechanisms.order_statistics import TopNoiseLevels
 from privstream.noise import SeededRandomSource
 
@@ -117,11 +118,45 @@ def test_second_largest_is_below_largest_and_large_domain_is_fast_path() -> None
 
 def test_domain_validation() -> None:
     rng = SeededRandomSource(1)
-    with pytest.raises(ValueError, match="outside the declared domain"):
-        noisy_top_k({"a": 3}, range(10), 2, Fraction(1), rng)
     with pytest.raises(ValueError, match="duplicate"):
         noisy_top_k({}, ["a", "a"], 1, Fraction(1), rng)
+    with pytest.raises(ValueError, match="domain"):
+        declared_domain([])
+    with pytest.raises(TypeError, match="domain"):
+        declared_domain("abc")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k"):
         noisy_top_k({}, ["a"], 0, Fraction(1), rng)
     out = noisy_top_k({"b": 50}, ["a", "b", "c"], 1, Fraction(1), rng)
     assert out[0][0] == "b"
+
+
+@pytest.mark.parametrize(
+    ("domain", "naive_limit"), [(range(10, 40), 0), (range(10, 40), 2048), ([f"s{i}" for i in range(30)], 0)]
+)
+def test_stored_keys_outside_the_domain_are_dropped_before_noising(domain, naive_limit: int) -> None:  # noqa: ANN001
+    """A stored key outside the declared domain is never an error (the outcome of a release must not
+    depend on the data) and is dropped before any noise is drawn: with the same seed the output is
+    exactly the output without it, on both the fast and the naive path."""
+    inside = {domain[3]: 40, domain[7]: 25}
+    outside = {"zz-secret": 99, 5: 70, -1: 3}  # str not in a range, ints not in a str list/range
+    for seed in range(5):
+        got = noisy_top_k(
+            {**inside, **outside}, domain, 3, Fraction(2), SeededRandomSource(seed), naive_limit=naive_limit
+        )
+        want = noisy_top_k(inside, domain, 3, Fraction(2), SeededRandomSource(seed), naive_limit=naive_limit)
+        assert got == want and len(got) == 3
+        assert all(declared_domain(domain).position(x) is not None for x, _ in got)
+    naive = noisy_top_k_naive({**inside, **outside}, domain, 2, Fraction(2), SeededRandomSource(9))
+    assert naive == noisy_top_k_naive(inside, domain, 2, Fraction(2), SeededRandomSource(9))
+
+
+def test_domain_wider_than_ssize_t() -> None:
+    """All int64 ids as the declared domain: d = 2**64 (len() of such a range overflows)."""
+    everything = range(-(2**63), 2**63)
+    assert declared_domain(everything).size == 2**64
+    assert declared_domain(range(0, 10, 3)).size == 4
+    assert declared_domain(range(10, 0, -4)).size == 3
+    with pytest.raises(ValueError, match="domain"):
+        declared_domain(range(2**64))  # would release ids that are not items
+    out = noisy_top_k({7: 10**6, "x": 10**6}, everything, 2, Fraction(3), SeededRandomSource(8))
+    assert len(out) == 2 and 7 in dict(out) and "x" not in dict(out)

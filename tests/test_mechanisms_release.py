@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privstream.accounting import Budget
+from privstream.accounting import Budget, PrivacyLedger, ZCDPBudget
 from privstream.mechanisms import (
     MECHANISMS,
     MechanismNotApplicable,
@@ -121,8 +121,12 @@ def test_pure_dp_needs_domain_and_delta_mechanisms_need_delta() -> None:
         release(sketch, BUDGET, mechanism="pure_topk")
     out = release(sketch, Budget(1.0, 0.0), domain=range(200), rng=SeededRandomSource(2))
     assert out.delta == 0.0 and out.mechanism in ("pure_topk", "chan_topk", "chan_pmg")
-    with pytest.raises(ValueError, match="outside the declared domain"):
-        release(sketch, Budget(1.0, 0.0), mechanism="pure_topk", domain=range(5, 200))
+    # stored keys outside the declared domain are dropped: the release succeeds whatever the data
+    clipped = release(
+        sketch, Budget(1.0, 0.0), mechanism="pure_topk", domain=range(5, 200), rng=SeededRandomSource(3)
+    )
+    assert clipped.items and all(5 <= x < 200 for x, _ in clipped.items)
+    assert dict(clipped.parameters)["scope"].startswith("declared domain only")
     with pytest.raises(ValueError, match="mechanism"):
         release(sketch, BUDGET, mechanism="nope")
     with pytest.raises(TypeError, match="sketch"):
@@ -239,3 +243,69 @@ def test_gshm_uses_calibrated_parameters() -> None:
     params = dict(out.parameters)
     assert params["sigma2"] == p.sigma2 and params["tau"] == p.tau and params["threshold"] == p.tau + 1
     assert all(v >= p.threshold for _, v in out.items)
+
+
+def _pamg() -> PrivacyAwareMisraGries:
+    pamg = PrivacyAwareMisraGries(8, 3)
+    for user in ({1, 2, 3}, {1, 4}, {1, 2}):
+        pamg.update_user(user)
+    return pamg
+
+
+def test_ledger_composition_must_fit_the_privacy_unit_and_is_checked_before_charging() -> None:
+    """parallel_epochs = parallel composition over disjoint epochs: only event-level releases that
+    carry their epoch; user-level (PAMG) releases need sequential composition."""
+    sketch = alg1(stream(2), 8)
+    parallel = PrivacyLedger(Budget(1.0, 1e-3), composition="parallel_epochs")
+    with pytest.raises(ValueError, match="sequential"):
+        release(_pamg(), BUDGET, mechanism="gshm", ledger=parallel, epoch=1)
+    with pytest.raises(ValueError, match="epoch"):
+        release(sketch, BUDGET, mechanism="pmg", ledger=parallel)
+    with pytest.raises(ValueError, match="epoch"):
+        release_partitions([sketch], Budget(1.0), domain=range(200), ledger=parallel)
+    assert parallel.entries == ()  # refused before any charge
+    release(sketch, BUDGET, mechanism="pmg", ledger=parallel, epoch=1, rng=SeededRandomSource(1))
+    release(sketch, BUDGET, mechanism="pmg", ledger=parallel, epoch=2, rng=SeededRandomSource(2))
+    assert [e.epoch for e in parallel.entries] == [1, 2]
+    sequential = PrivacyLedger(Budget(2.0, 1e-2))
+    out = release(_pamg(), BUDGET, mechanism="gshm", ledger=sequential, rng=SeededRandomSource(3))
+    assert "user" in out.privacy_unit and len(sequential.entries) == 1
+
+
+def test_zcdp_ledger_is_refused_clearly_before_charging() -> None:
+    ledger = PrivacyLedger(ZCDPBudget(1.0))
+    with pytest.raises(ValueError, match=r"ZCDPBudget.*\(ε, δ\) Budget total"):
+        release(merged(8), BUDGET, mechanism="gshm", ledger=ledger)
+    assert ledger.entries == ()
+    with pytest.raises(TypeError, match="ledger"):
+        release(merged(8), BUDGET, ledger=object())  # type: ignore[arg-type]
+
+
+def test_public_parameter_errors_are_raised_before_charging() -> None:
+    """Bad domain, rng or epoch fail before the ledger is charged (they used to fail after it)."""
+    sketch = alg1(stream(3), 8)
+    ledger = PrivacyLedger(Budget(10.0, 1e-2))
+    with pytest.raises(ValueError, match="duplicate"):
+        release(sketch, Budget(1.0), mechanism="chan_topk", domain=[1, 2, 2], ledger=ledger)
+    with pytest.raises(TypeError, match="domain"):
+        release(sketch, Budget(1.0), mechanism="pure_topk", domain="abc", ledger=ledger)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="rng"):
+        release(sketch, BUDGET, mechanism="pmg", rng=7, ledger=ledger)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="epoch"):
+        release(sketch, BUDGET, mechanism="pmg", epoch="3", ledger=ledger)  # type: ignore[arg-type]
+    assert ledger.entries == ()
+
+
+@pytest.mark.parametrize("name", ["pure_topk", "chan_topk", "chan_pmg"])
+def test_domain_release_never_depends_on_keys_outside_the_domain(name: str) -> None:
+    """A heavy stored str key outside an int domain is dropped (never an error after the charge,
+    never echoed): the release succeeds, is charged once, and holds only domain elements."""
+    secret = "alice@example.com"
+    sketch = alg1([*stream(4, n=600, universe=50), *[secret] * 200], 8)
+    assert secret in sketch.counters()
+    ledger = PrivacyLedger(Budget(10.0))
+    out = release(
+        sketch, Budget(1.0), mechanism=name, domain=range(50), ledger=ledger, rng=SeededRandomSource(5)
+    )
+    assert len(ledger.entries) == 1 and all(type(x) is int and 0 <= x < 50 for x, _ in out.items)
+    assert secret not in json.dumps(out.to_dict())

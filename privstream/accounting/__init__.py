@@ -10,7 +10,13 @@ from privstream.accounting.budget import (
     pure_dp_to_zcdp,
     zcdp_to_dp,
 )
-from privstream.accounting.ledger import BudgetExceeded, LedgerEntry, LedgerFormatError, PrivacyLedger
+from privstream.accounting.ledger import (
+    BudgetExceeded,
+    LedgerEntry,
+    LedgerFormatError,
+    PrivacyLedger,
+    most_advanced,
+)
 
 __all__ = [
     "AnyBudget",
@@ -23,6 +29,7 @@ __all__ = [
     "compose_parallel",
     "compose_sequential",
     "dp_to_zcdp",
+    "most_advanced",
     "pure_dp_to_zcdp",
     "zcdp_to_dp",
 ]

@@ -14,9 +14,16 @@ Composition (see :mod:`privstream.accounting.budget`):
 
 Serialisation: JSON with a format name, a version, the ledger id, the entries with consecutive
 sequence numbers, and a SHA-256 checksum over the canonical JSON; ``to_bytes`` wraps the same JSON
-after a magic header. Loading verifies all of it (:class:`LedgerFormatError` otherwise) and, given
-the ``previous`` in-memory copy, refuses a snapshot that has fewer entries than it (a stale
-snapshot would forget spent budget). Amounts are composed exactly as Fractions.
+after a magic header. Loading verifies all of it (:class:`LedgerFormatError` otherwise), re-attaches
+an ``on_charge`` persistence hook if given (a reloaded ledger must keep persisting its charges) and,
+given the ``previous`` in-memory copy, refuses a snapshot that does not extend it (a stale snapshot
+would forget spent budget). Amounts are composed exactly as Fractions.
+
+Stale snapshots: a ledger's history only grows, so of two snapshots of the same ledger the newer
+one's entries extend the older one's. :func:`most_advanced` picks it (e.g. to reconcile a restored
+checkpoint's ledger with the latest ledger record persisted elsewhere, so that restoring an older
+checkpoint never forgets charges recorded after it) and raises :class:`LedgerFormatError` if the two
+diverge (neither extends the other) or belong to different ledgers.
 """
 
 from __future__ import annotations
@@ -209,9 +216,24 @@ class PrivacyLedger:
     def to_bytes(self) -> bytes:
         return _MAGIC + self.to_json().encode()
 
+    def extends(self, other: PrivacyLedger) -> bool:
+        """Whether this ledger is ``other`` or a later state of it: same ledger (id, total,
+        composition) and ``other``'s entries are a prefix of this one's."""
+        if not isinstance(other, PrivacyLedger):
+            raise TypeError(f"other must be a PrivacyLedger, not {type(other).__name__}")
+        _check_same_ledger(self, other)
+        return self._entries[: len(other._entries)] == other._entries
+
     @classmethod
-    def from_json(cls, text: str | bytes, *, previous: PrivacyLedger | None = None) -> PrivacyLedger:
-        """Load and verify a ledger; with ``previous``, refuse a snapshot older than it."""
+    def from_json(
+        cls,
+        text: str | bytes,
+        *,
+        previous: PrivacyLedger | None = None,
+        on_charge: Callable[[bytes], None] | None = None,
+    ) -> PrivacyLedger:
+        """Load and verify a ledger; ``on_charge``: the persistence hook of the loaded ledger (as
+        in the constructor); with ``previous``, refuse a snapshot that does not extend it."""
         try:
             body = json.loads(text)
             if not isinstance(body, dict):
@@ -224,7 +246,10 @@ class PrivacyLedger:
                     f"unsupported ledger format/version {body.get('format')!r}/{body.get('version')!r}"
                 )
             ledger = cls(
-                budget_from_dict(body["total"]), composition=body["composition"], ledger_id=body["ledger_id"]
+                budget_from_dict(body["total"]),
+                composition=body["composition"],
+                ledger_id=body["ledger_id"],
+                on_charge=on_charge,
             )
             entries = [LedgerEntry.from_dict(e) for e in body["entries"]]
         except LedgerFormatError:
@@ -236,22 +261,55 @@ class PrivacyLedger:
         if any(type(e.budget) is not type(ledger.total) for e in entries):
             raise LedgerFormatError("ledger entry budget kind differs from the total's")
         ledger._entries = entries
-        if previous is not None:
-            if previous.ledger_id != ledger.ledger_id:
-                raise LedgerFormatError("snapshot belongs to a different ledger")
-            if entries[: len(previous._entries)] != previous._entries:
-                raise LedgerFormatError("stale or divergent ledger snapshot: it would forget spent budget")
+        if previous is not None and not ledger.extends(previous):
+            raise LedgerFormatError("stale or divergent ledger snapshot: it would forget spent budget")
         return ledger
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, previous: PrivacyLedger | None = None) -> PrivacyLedger:
+    def from_bytes(
+        cls,
+        data: bytes,
+        *,
+        previous: PrivacyLedger | None = None,
+        on_charge: Callable[[bytes], None] | None = None,
+    ) -> PrivacyLedger:
+        """:meth:`to_bytes` counterpart; ``previous`` and ``on_charge`` as in :meth:`from_json`."""
         if not isinstance(data, bytes | bytearray) or not bytes(data).startswith(_MAGIC):
             raise LedgerFormatError("not a privstream ledger (bad magic)")
         try:
             text = bytes(data[len(_MAGIC) :]).decode()
         except UnicodeDecodeError as exc:
             raise LedgerFormatError("ledger payload is not UTF-8") from exc
-        return cls.from_json(text, previous=previous)
+        return cls.from_json(text, previous=previous, on_charge=on_charge)
 
     def __repr__(self) -> str:
         return f"PrivacyLedger(total={self._total}, spent={self.spent()}, entries={len(self._entries)})"
+
+
+def _check_same_ledger(a: PrivacyLedger, b: PrivacyLedger) -> None:
+    if a.ledger_id != b.ledger_id:
+        raise LedgerFormatError(f"snapshots belong to different ledgers ({a.ledger_id!r} vs {b.ledger_id!r})")
+    if a.total != b.total or a.composition != b.composition:
+        raise LedgerFormatError(
+            f"snapshots of ledger {a.ledger_id!r} disagree on total/composition: "
+            f"{a.total}/{a.composition} vs {b.total}/{b.composition}"
+        )
+
+
+def most_advanced(a: PrivacyLedger, b: PrivacyLedger) -> PrivacyLedger:
+    """The later of two snapshots of the same ledger: the one whose entries extend the other's
+    (``a`` if they are equal). Raises :class:`LedgerFormatError` if they belong to different
+    ledgers or diverge (neither extends the other: some charge would be forgotten either way).
+
+    The returned object is one of the arguments, with its own ``on_charge`` hook."""
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, PrivacyLedger):
+            raise TypeError(f"{name} must be a PrivacyLedger, not {type(value).__name__}")
+    if a.extends(b):
+        return a
+    if b.extends(a):
+        return b
+    raise LedgerFormatError(
+        f"divergent snapshots of ledger {a.ledger_id!r}: neither extends the other "
+        f"({len(a.entries)} vs {len(b.entries)} entries)"
+    )

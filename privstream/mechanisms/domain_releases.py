@@ -11,7 +11,8 @@
   Lemma 8.9), Δ = β + 1 = k + 1 under Chan et al.'s replace-one-event relation (their Lemma 2).
 
 Both use :func:`privstream.mechanisms.domain_topk.noisy_top_k`, which samples only the noise values
-that can reach the top k; its output law equals the naive one (see that module).
+that can reach the top k; its output law equals the naive one (see that module). Both release
+over the declared domain only: stored keys outside it are dropped before noising.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from privstream.mechanisms.common import check_epsilon, laplace_scale
-from privstream.mechanisms.domain_topk import Domain, noisy_top_k
+from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain, noisy_top_k
 from privstream.mechanisms.release_types import ErrorBound
 from privstream.noise.distributions import discrete_laplace_abs_tail, smallest_abs_bound
 from privstream.noise.rng import RandomSource
@@ -31,7 +32,7 @@ def pure_topk_values(
     denominator: int,
     epsilon: float,
     k: int,
-    domain: Domain,
+    domain: Domain | DeclaredDomain,
     rng: RandomSource,
 ) -> tuple[tuple[Item, int], ...]:
     """§6 release on Alg. 3 output (values numerators/denominator); released values are the noisy
@@ -41,12 +42,14 @@ def pure_topk_values(
     return tuple((x, (2 * v + denominator) // (2 * denominator)) for x, v in top)
 
 
-def pure_topk_error_bound(epsilon: float, denominator: int, domain: Domain, beta: float) -> ErrorBound:
+def pure_topk_error_bound(
+    epsilon: float, denominator: int, domain: Domain | DeclaredDomain, beta: float
+) -> ErrorBound:
     """W.p. >= 1−β all d noises are within b lattice units (d·Pr[|Z| > b] <= β). Released: value
     within b/(k+1) + 1/2 of Alg. 3's ĉ ∈ [f − n/(k+1), f] (Lemma 6.1); an unreleased stored key lost
     to some key whose noisy value is larger, so ĉ_x <= 2b/(k+1)."""
     scale = 2 * denominator / check_epsilon(epsilon)
-    b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, scale), len(domain), beta)
+    b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, scale), declared_domain(domain).size, beta)
     return ErrorBound(
         below=2 * b / denominator + 0.5,
         above=b / denominator + 0.5,
@@ -61,7 +64,7 @@ def chan_values(
     epsilon: float,
     k: int,
     sensitivity: int,
-    domain: Domain,
+    domain: Domain | DeclaredDomain,
     rng: RandomSource,
     *,
     clamp: bool,
@@ -73,11 +76,13 @@ def chan_values(
 
 
 def chan_error_bound(
-    epsilon: float, sensitivity: int, domain: Domain, beta: float, sketch_term: str
+    epsilon: float, sensitivity: int, domain: Domain | DeclaredDomain, beta: float, sketch_term: str
 ) -> ErrorBound:
     """d·Pr[|Z| > b] <= β: released values within b of the counter; an unreleased key lost to a key
     with a larger noisy value (or was clamped), so its counter is <= 2b."""
-    b = smallest_abs_bound(lambda m: discrete_laplace_abs_tail(m, sensitivity / epsilon), len(domain), beta)
+    b = smallest_abs_bound(
+        lambda m: discrete_laplace_abs_tail(m, sensitivity / epsilon), declared_domain(domain).size, beta
+    )
     return ErrorBound(
         below=float(2 * b),
         above=float(b),

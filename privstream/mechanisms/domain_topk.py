@@ -14,6 +14,15 @@ above any level is the top of N i.i.d. draws (Rényi representation, exact); (2)
 elements are exchangeable, so their identities can be assigned after selection as a uniform random
 subset of the noise-only elements; (3) the boundary tie-break is a uniform random choice in both.
 For small N (<= ``naive_limit``) it simply samples every value.
+
+The release is over the declared domain only. Stored keys outside it are *dropped* before any
+noise is drawn (:meth:`DeclaredDomain.restrict`): restricting the sketch's counter vector to a fixed,
+data-independent set of coordinates is post-processing of the sketch that cannot increase the
+ℓ1/ℓ2 distance of neighbouring sketches and keeps their differences one-signed with support <= k
+(Lemma 2, Cor. 7.2, Lemma 6.2 for Alg. 3), so every guarantee of the mechanism still holds. It is
+never an error: whether a release succeeds must not depend on the data (a failure after the ledger
+was charged would also leak), and no error message may echo a stored item. The declared domain
+itself is public and is validated (:func:`declared_domain`) before the ledger is charged.
 """
 
 from __future__ import annotations
@@ -26,12 +35,17 @@ from privstream.mechanisms.order_statistics import TopNoiseLevels
 from privstream.noise.discrete import _discrete_laplace
 from privstream.noise.rng import RandomSource
 from privstream.sketches import Item, item_order_key, normalize_item
+from privstream.sketches.order import INT64_MAX, INT64_MIN
 
 Domain = range | Sequence[Item]
 
 
-class _Universe:
-    """A declared domain: ``range`` (O(1) lookups) or an explicit sequence of distinct items."""
+class DeclaredDomain:
+    """A validated declared domain: a ``range`` (O(1) lookups) or a sequence of distinct items.
+
+    Validation depends only on the domain (a public parameter), so callers run it before charging
+    a ledger; :func:`noisy_top_k` accepts an instance to avoid validating twice.
+    """
 
     def __init__(self, domain: Domain) -> None:
         if isinstance(domain, range):
@@ -45,24 +59,45 @@ class _Universe:
                 raise ValueError("domain must not contain duplicate items")
             self._range, self._items, self._index = None, items, index
         else:
-            raise TypeError("domain must be a range or a sequence of items")
-        if len(self._items) == 0:
+            raise TypeError(f"domain must be a range or a sequence of items, not {type(domain).__name__}")
+        if not self._items:
             raise ValueError("domain must not be empty")
+        # d as a Python int: len() overflows for ranges wider than 2**63 (e.g. all int64 ids)
+        r = self._range
+        self._size = len(self._items) if r is None else (r[-1] - r[0]) // r.step + 1
+        if r is not None and not INT64_MIN <= min(r[0], r[-1]) <= max(r[0], r[-1]) <= INT64_MAX:
+            raise ValueError("domain: a range domain must lie in the signed 64-bit item range")
 
     @property
     def size(self) -> int:
-        return len(self._items)
+        """d, the number of domain elements."""
+        return self._size
 
-    def position(self, item: Item) -> int:
+    def position(self, item: object) -> int | None:
+        """Index of ``item`` in the domain, or None if it is not a member."""
         if self._range is not None:
             if type(item) is int and item in self._range:
                 return self._range.index(item)
-        elif item in self._index:  # type: ignore[operator]
-            return self._index[item]  # type: ignore[index]
-        raise ValueError(f"domain: stored key {item!r} is outside the declared domain")
+            return None
+        return self._index.get(item)  # type: ignore[union-attr, arg-type]
 
     def item(self, position: int) -> Item:
         return self._items[position]
+
+    def restrict(self, values: Mapping[Item, int]) -> dict[int, int]:
+        """``values`` restricted to the domain, keyed by position: stored keys outside the domain are
+        dropped (a data-independent post-filter of the sketch; see the module docstring)."""
+        out = {}
+        for x, v in values.items():
+            pos = self.position(x)
+            if pos is not None:
+                out[pos] = v
+        return out
+
+
+def declared_domain(domain: Domain | DeclaredDomain) -> DeclaredDomain:
+    """``domain`` validated (TypeError/ValueError naming ``domain``); instances pass through."""
+    return domain if isinstance(domain, DeclaredDomain) else DeclaredDomain(domain)
 
 
 def _select(candidates: list[tuple[int, object]], k: int, rng: RandomSource) -> list[tuple[int, object]]:
@@ -84,23 +119,24 @@ def _finish(selected: list[tuple[int, object]]) -> list[tuple[Item, int]]:
     return sorted(((item, value) for value, item in selected), key=lambda p: item_order_key(p[0]))
 
 
-def _check(values: Mapping[Item, int], universe: _Universe, k: int) -> dict[int, int]:
+def _check(values: Mapping[Item, int], universe: DeclaredDomain, k: int) -> dict[int, int]:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
-    return {universe.position(x): v for x, v in values.items()}
+    return universe.restrict(values)
 
 
 def noisy_top_k_naive(
     values: Mapping[Item, int],
-    domain: Domain,
+    domain: Domain | DeclaredDomain,
     k: int,
     scale: Fraction,
     rng: RandomSource,
     *,
     min_value: int | None = None,
 ) -> list[tuple[Item, int]]:
-    """Reference implementation: one exact noise draw per domain element (O(d))."""
-    universe = _Universe(domain)
+    """Reference implementation: one exact noise draw per domain element (O(d)); stored keys
+    outside ``domain`` are dropped (the release is over the declared domain only)."""
+    universe = declared_domain(domain)
     stored = _check(values, universe, k)
     t, s = scale.numerator, scale.denominator
     candidates = []
@@ -113,7 +149,7 @@ def noisy_top_k_naive(
 
 def noisy_top_k(
     values: Mapping[Item, int],
-    domain: Domain,
+    domain: Domain | DeclaredDomain,
     k: int,
     scale: Fraction,
     rng: RandomSource,
@@ -121,12 +157,14 @@ def noisy_top_k(
     min_value: int | None = None,
     naive_limit: int = 2048,
 ) -> list[tuple[Item, int]]:
-    """Same output law as :func:`noisy_top_k_naive`; O(|stored| + k) noise values for large d."""
-    universe = _Universe(domain)
+    """Same output law as :func:`noisy_top_k_naive`; O(|stored| + k) noise values for large d.
+    Stored keys outside ``domain`` are dropped before noising (the release is over the declared
+    domain only; module docstring)."""
+    universe = declared_domain(domain)
     stored = _check(values, universe, k)
     n_noise = universe.size - len(stored)
     if n_noise <= naive_limit:
-        return noisy_top_k_naive(values, domain, k, scale, rng, min_value=min_value)
+        return noisy_top_k_naive(values, universe, k, scale, rng, min_value=min_value)
     t, s = scale.numerator, scale.denominator
     stored_noisy = [(v + _discrete_laplace(t, s, rng), universe.item(pos)) for pos, v in stored.items()]
     stored_sorted = sorted(v for v, _ in stored_noisy)

@@ -23,7 +23,20 @@ mechanism for the budget (and the domain, if given) and picks the smallest worst
 
 If a :class:`~privstream.accounting.PrivacyLedger` is passed, the release is charged (and persisted
 by the ledger's hook) after validation and *before* any noise is drawn; over-budget requests raise
-:class:`~privstream.accounting.BudgetExceeded` and release nothing.
+:class:`~privstream.accounting.BudgetExceeded` and release nothing. Everything that can refuse a
+release depends only on public parameters (sketch build and k, budget, domain, ledger, epoch) and
+is checked before the charge; nothing after the charge can fail because of the data (stored keys
+outside a declared domain are dropped, see :mod:`privstream.mechanisms.domain_topk`).
+
+The ledger must fit the release's accounting (checked before charging, ValueError otherwise):
+
+* its total is an (ε, δ) :class:`~privstream.accounting.Budget` — releases are (ε, δ)-DP
+  statements; a ρ-zCDP ledger cannot be charged with them (convert its total with
+  :func:`~privstream.accounting.zcdp_to_dp` and keep an (ε, δ) ledger);
+* ``composition="parallel_epochs"`` is parallel composition over *disjoint* parts of the data, which
+  holds for event-level releases of disjoint epochs only: such a ledger may only be charged by
+  event-level releases that carry their ``epoch``. A user-level (PAMG, §8) privacy unit spans
+  epochs (a user recurs), so user-level releases need a ``"sequential"`` ledger.
 """
 
 from __future__ import annotations
@@ -39,7 +52,7 @@ from privstream.mechanisms.domain_releases import (
     pure_topk_error_bound,
     pure_topk_values,
 )
-from privstream.mechanisms.domain_topk import Domain
+from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
 from privstream.mechanisms.gshm import calibrate_gshm, gshm_error_bound, gshm_release
 from privstream.mechanisms.laplace_threshold import (
     laplace_threshold,
@@ -54,6 +67,7 @@ from privstream.sketches import Build, reduce_sensitivity, sum_reduced
 MECHANISMS = ("pmg", "pmg_standard", "gshm", "laplace_threshold", "pure_topk", "chan_topk", "chan_pmg")
 _SEQUENTIAL = (Build.ALG1_SEQUENTIAL, Build.STANDARD_SEQUENTIAL)
 _USER_LEVEL = (Build.PAMG, Build.PAMG_MERGED)
+_DOMAIN_SCOPE = ("scope", "declared domain only: stored keys outside it are dropped before noising")
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ def _sketch_facts(sketch: object) -> tuple[Build, int]:
         or not callable(getattr(sketch, "counters", None))
     ):
         raise TypeError(f"sketch must be a privstream Misra-Gries-type sketch, got {type(sketch).__name__}")
+    if k < 1:
+        raise ValueError(f"sketch.k must be >= 1, got {k}")
     if build in _USER_LEVEL:
         m = getattr(sketch, "m", None)
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
@@ -93,7 +109,7 @@ def _sketch_term(build: Build) -> str:
     return "n/(k+1) (Fact 1)"
 
 
-def _plan(name: str, sketch: object, budget: Budget, domain: Domain | None, beta: float) -> _Plan:
+def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | None, beta: float) -> _Plan:
     build, k = _sketch_facts(sketch)
     eps, delta = budget.epsilon, budget.delta
     if eps <= 0:
@@ -161,18 +177,23 @@ def _plan(name: str, sketch: object, budget: Budget, domain: Domain | None, beta
         return _Plan(
             name,
             chan_error_bound(eps, k, domain, beta, term),  # type: ignore[arg-type]
-            (("scale", f"{k}/eps"), ("clamp_at_zero", clamp), ("k", k)),
+            (("scale", f"{k}/eps"), ("clamp_at_zero", clamp), ("k", k), _DOMAIN_SCOPE),
             lambda rng: chan_values(sketch.counters(), eps, k, k, domain, rng, clamp=clamp),  # type: ignore[arg-type, attr-defined]
         )
     raise ValueError(f"mechanism must be 'auto' or one of {MECHANISMS}, got {name!r}")
 
 
-def _reduced_plan(reduced: Any, eps: float, k: int, domain: Domain, beta: float) -> _Plan:
+def _reduced_plan(reduced: Any, eps: float, k: int, domain: DeclaredDomain, beta: float) -> _Plan:
     den = reduced.denominator
     return _Plan(
         "pure_topk",
         pure_topk_error_bound(eps, den, domain, beta),
-        (("scale", f"2/eps on the 1/{den} lattice"), ("k", k), ("partitions", reduced.partitions)),
+        (
+            ("scale", f"2/eps on the 1/{den} lattice"),
+            ("k", k),
+            ("partitions", reduced.partitions),
+            _DOMAIN_SCOPE,
+        ),
         lambda rng: pure_topk_values(reduced.numerators, den, eps, k, domain, rng),
     )
 
@@ -188,9 +209,10 @@ def _finish(
 ) -> Release:
     pure = plan.name in ("pure_topk", "chan_topk", "chan_pmg")
     charged = Budget(budget.epsilon, 0.0 if pure else budget.delta)
-    if ledger is not None:
+    source = resolve(rng)
+    if ledger is not None:  # every refusal that depends only on public parameters happened above
         ledger.charge(charged, mechanism=plan.name, epoch=epoch, label=label)
-    items = plan.sample(resolve(rng))
+    items = plan.sample(source)
     g = build.guarantees
     return Release(
         items=tuple(items),
@@ -205,19 +227,59 @@ def _finish(
     )
 
 
-def _check_request(budget: Budget, beta: float) -> None:
+def _check_request(
+    budget: Budget,
+    beta: float,
+    rng: RandomSource | None,
+    epoch: int | None,
+    domain: Domain | None,
+) -> DeclaredDomain | None:
+    """Validate the public request parameters; return the validated domain (or None)."""
     if not isinstance(budget, Budget):
         raise TypeError(f"budget must be an accounting.Budget, not {type(budget).__name__}")
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
         raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
+    if rng is not None and not isinstance(rng, RandomSource):
+        raise TypeError(f"rng must be a RandomSource or None, not {type(rng).__name__}")
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise TypeError(f"epoch must be an int or None, not {type(epoch).__name__}")
+    return None if domain is None else declared_domain(domain)
+
+
+def _check_ledger(ledger: PrivacyLedger | None, build: Build, epoch: int | None) -> None:
+    """Refuse, before any charge, a ledger whose accounting does not fit this release (module
+    docstring): (ε, δ) total; ``parallel_epochs`` only for event-level releases with an epoch."""
+    if ledger is None:
+        return
+    if not isinstance(ledger, PrivacyLedger):
+        raise TypeError(f"ledger must be a PrivacyLedger or None, not {type(ledger).__name__}")
+    if not isinstance(ledger.total, Budget):
+        raise ValueError(
+            f"ledger: its total is a {type(ledger.total).__name__}, but releases are (ε, δ)-DP and are "
+            "charged as (ε, δ) Budgets; use a ledger with an (ε, δ) Budget total "
+            "(convert a zCDP allowance with accounting.zcdp_to_dp)"
+        )
+    if ledger.composition == "parallel_epochs":
+        if build in _USER_LEVEL:
+            raise ValueError(
+                f"ledger: a user-level ({build.name}) release needs composition='sequential'; "
+                "'parallel_epochs' assumes disjoint data per epoch, but a user recurs across epochs "
+                "(Lebeda-Tetek §8 privacy unit = user)"
+            )
+        if epoch is None:
+            raise ValueError(
+                "epoch: a 'parallel_epochs' ledger composes disjoint epochs in parallel, so every "
+                "event-level release charged to it must carry its epoch="
+            )
 
 
 def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | None = None) -> dict[str, str]:
     """Every mechanism name -> "" if valid for this sketch/budget/domain, else the reason it is not."""
+    declared = None if domain is None else declared_domain(domain)
     out = {}
     for name in MECHANISMS:
         try:
-            _plan(name, sketch, budget, domain, 0.05)
+            _plan(name, sketch, budget, declared, 0.05)
             out[name] = ""
         except MechanismNotApplicable as exc:
             out[name] = str(exc)
@@ -239,25 +301,29 @@ def release(
     """Privately release ``sketch`` under ``budget``.
 
     ``mechanism``: "auto" or one of :data:`MECHANISMS`; ``domain``: the declared universe (a
-    ``range`` or a sequence of items) for the domain-wide mechanisms; ``beta``: confidence of the
-    reported error bound; ``ledger``: charged before noise is drawn. Raises
-    :class:`MechanismNotApplicable` when the sketch does not meet the mechanism's assumptions.
+    ``range`` or a sequence of items) for the domain-wide mechanisms, which release over the
+    declared domain only (stored keys outside it are dropped before noising); ``beta``: confidence
+    of the reported error bound; ``ledger``: charged before noise is drawn, after every check.
+    Raises :class:`MechanismNotApplicable` when the sketch does not meet the mechanism's
+    assumptions, ValueError when the ledger's accounting does not fit the release (module
+    docstring), TypeError/ValueError naming any other bad parameter.
     """
-    _check_request(budget, beta)
+    declared = _check_request(budget, beta, rng, epoch, domain)
     build, _ = _sketch_facts(sketch)
+    _check_ledger(ledger, build, epoch)
     if mechanism == "auto":
         plans = []
         reasons = []
         for name in MECHANISMS:
             try:
-                plans.append(_plan(name, sketch, budget, domain, beta))
+                plans.append(_plan(name, sketch, budget, declared, beta))
             except MechanismNotApplicable as exc:
                 reasons.append(f"{name}: {exc}")
         if not plans:
             raise MechanismNotApplicable("no mechanism applies: " + "; ".join(reasons))
         plan = min(plans, key=lambda p: p.error_bound.max_noise_error)
     else:
-        plan = _plan(mechanism, sketch, budget, domain, beta)
+        plan = _plan(mechanism, sketch, budget, declared, beta)
     return _finish(plan, build, budget, rng, epoch, ledger, label)
 
 
@@ -274,7 +340,9 @@ def release_partitions(
 ) -> Release:
     """§7 trusted aggregator, optimal error: Alg. 3 on each partition sketch, key-wise sum, then
     Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours)."""
-    _check_request(budget, beta)
+    declared = _check_request(budget, beta, rng, epoch, domain)
+    if declared is None:
+        raise TypeError("domain must be a range or a sequence of items, not None")
     if not sketches:
         raise ValueError("sketches must not be empty")
     builds = set()
@@ -285,6 +353,7 @@ def release_partitions(
                 f"release_partitions needs sequentially built partition sketches, got {build.name}"
             )
         builds.add(build)
+    _check_ledger(ledger, build, epoch)
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
-    plan = _reduced_plan(reduced, budget.epsilon, reduced.k, domain, beta)
+    plan = _reduced_plan(reduced, budget.epsilon, reduced.k, declared, beta)
     return _finish(plan, builds.pop(), budget, rng, epoch, ledger, label)

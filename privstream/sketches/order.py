@@ -65,7 +65,7 @@ def normalize_item(item: object) -> Item:
     if kind is int:
         if INT64_MIN <= item <= INT64_MAX:  # type: ignore[operator]
             return item  # type: ignore[return-value]
-        raise ValueError(f"item {item} is outside the signed 64-bit range")
+        raise ValueError("item: int outside the signed 64-bit range")
     if isinstance(item, bool | np.bool_):
         raise TypeError("item must be an int or a str, not a bool")
     if isinstance(item, int | np.integer):
