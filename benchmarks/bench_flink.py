@@ -116,8 +116,10 @@ def run_naive(bootstrap: str, topic: str, stop_offsets: dict[int, int]) -> float
             self.count = ctx.get_state(ValueStateDescriptor("count", Types.LONG()))
 
         def process_element(self, item: int, ctx: KeyedProcessFunction.Context):
-            self.count.update((self.count.value() or 0) + 1)
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+            current = self.count.value()
+            if current is None:  # first event of this item: emit its count at the end of input
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+            self.count.update((current or 0) + 1)
 
         def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
             yield f"{ctx.get_current_key()}:{self.count.value()}".encode()

@@ -103,6 +103,7 @@ class JobConfig:
     restart_attempts: int = 3
     sketch_topic: str | None = None  #: TESTS/AUDIT ONLY: merged pre-noise sketches (not private)
     faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY
+    operator: str = "process"
     job_name: str = "privstream-heavy-hitters"
     flink_conf: tuple[tuple[str, str], ...] = ()
 
@@ -121,6 +122,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="N (N events per shard and epoch) or a duration (60s, 5m: tumbling event time)",
     )
     p.add_argument("--lateness", default="0s", help="event-time epochs: allowed lateness (default 0s)")
+    p.add_argument(
+        "--operator",
+        choices=("process", "window"),
+        default="process",
+        help="sketch operator: keyed process function (default; per-shard watermarks, count or time epochs) "
+        "or tumbling event-time window aggregate (time epochs only)",
+    )
     p.add_argument(
         "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
     )
@@ -177,9 +185,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--test-fail-once", default=None, metavar="MARKER", help="TESTS ONLY: fail once (marker file)"
     )
     p.add_argument("--test-fail-after", type=int, default=0, help="TESTS ONLY: ... after N events of shard 0")
-    p.add_argument(
-        "--test-pace-ms", type=int, default=0, help="TESTS ONLY: sleep per message in the sketch operator"
-    )
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -209,6 +214,8 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from exc
     policy = parse_epoch(args.epoch, args.lateness)
+    if args.operator == "window" and not isinstance(policy, TimeEpochs):
+        raise ConfigError("--operator: the window variant needs event-time epochs (e.g. --epoch 60s)")
     try:
         release = ReleaseConfig(
             epsilon=args.epsilon,
@@ -249,6 +256,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         sketch_topic=args.expose_sketches_topic,
         faults=TestFaults(args.test_fail_once, args.test_fail_after),
         flink_conf=tuple(extra_conf),
+        operator=args.operator,
     )
 
 

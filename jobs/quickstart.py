@@ -132,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         f"\n  {len(released)} items released (sorted by the item order in the message); "
         "'—' = below the mechanism's threshold."
     )
+    print(
+        f"  released = merged MG estimate (never above the true count, at most n/(k+1) = "
+        f"{len(items) // (args.k + 1):,} below it) + exact noise (stated bound ±{rel['error_bound']:.0f}, at the mechanism's confidence)."
+    )
     return 0
 
 

@@ -11,6 +11,14 @@ Composition: an event-level (MG) job releases disjoint epochs, which compose in 
 (``parallel_epochs``); a user-level (PAMG) job's users recur across epochs, so its ledger composes
 sequentially. Noise comes from the CSPRNG; only tests pass ``noise_seed`` (a per-epoch
 :class:`~privstream.noise.rng.SeededRandomSource`, so a replayed epoch draws the same noise).
+
+Caveat (restarts): after a failure, an epoch whose release was written in a transaction that was
+then aborted is released again with *fresh* noise. ``read_committed`` consumers see exactly one
+release per epoch and the ledger (restored with the same checkpoint) counts it once, but the
+aborted record stays in the log, where a ``read_uncommitted`` reader could see a second,
+independently noised release of the same epoch. Only grant the releases topic to consumers that use
+``isolation.level=read_committed``. (Removing this needs noise that replays identically, e.g. a
+per-epoch stream keyed by a CSPRNG secret kept in Flink state — a change to the noise contract.)
 """
 
 from __future__ import annotations

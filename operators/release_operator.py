@@ -55,23 +55,25 @@ class ReleaseFunction(KeyedProcessFunction):
             self.config, self.spec, self.policy, bytes(stored) if stored is not None else self.initial_ledger
         )
         if self.expose_sketches:
-            yield (
-                SKETCHES,
-                encode(
-                    "SketchSnapshot",
-                    {
-                        "sketch_type": type(self.spec.load_merged(merged.data)).__name__,
-                        "build": self.spec.load_merged(merged.data).build.name,
-                        "shard": -1,
-                        "epoch": merged.epoch,
-                        "n": self.spec.load_merged(merged.data).n,
-                        "data": merged.data,
-                        "created_time": int(time.time() * 1000),
-                    },
-                ),
-            )
+            yield SKETCHES, self._snapshot(merged)
         release_bytes, ledger_entry = releaser.release(merged)
         self.ledger.update(releaser.ledger.to_bytes())
         yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
         if release_bytes is not None:
             yield release_bytes
+
+    def _snapshot(self, merged: MergedEpoch) -> bytes:
+        """TESTS/AUDIT ONLY: the merged pre-noise sketch as an Avro ``SketchSnapshot`` (not private)."""
+        sketch = self.spec.load_merged(merged.data)
+        return encode(
+            "SketchSnapshot",
+            {
+                "sketch_type": type(sketch).__name__,
+                "build": sketch.build.name,
+                "shard": -1,  # all shards
+                "epoch": merged.epoch,
+                "n": sketch.n,
+                "data": merged.data,
+                "created_time": int(time.time() * 1000),
+            },
+        )

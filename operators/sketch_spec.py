@@ -75,6 +75,13 @@ class SketchSpec:
             raise TypeError(f"expected a merged {expected.__name__}, got {type(sketch).__name__}")
         return sketch
 
+    def check_user_set(self, items: tuple[object, ...]) -> None:
+        """Raise ValueError (naming m) unless ``items`` are at most m distinct items."""
+        if self.m is None:
+            raise ValueError("m: this job is event-level (MG); user sets need --m")
+        if len(set(items)) != len(items) or len(items) > self.m:
+            raise ValueError(f"m: a user set must hold at most m={self.m} distinct items, got {len(items)}")
+
     def update(self, sketch: ShardSketchT, piece: Payload) -> None:
         """Feed one epoch's slice of a message (a batch of events, or one user's set)."""
         if isinstance(piece, UserSetPayload):

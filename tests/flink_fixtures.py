@@ -8,6 +8,7 @@ is small, so keep new Flink tests few and reuse these.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,20 +28,23 @@ def flink_connector_jars() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def flink_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The shared ``kafka_broker`` if the Kafka plugin provides it, else an own embedded broker."""
-    try:
-        yield request.getfixturevalue("kafka_broker")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    from privstream.connectors.broker import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        yield broker
+def flink_broker(kafka_broker: Any) -> Any:
+    """The session's embedded broker (``tests/kafka_fixtures.py``), for the Flink tests."""
+    return kafka_broker
 
 
-def unique_topic(prefix: str) -> str:
+#: The environment before any in-process Flink job ran (PyFlink's loopback mode changes
+#: ``os.environ``, e.g. ``PYFLINK_GATEWAY_DISABLED``, which would break a child Python's own gateway).
+_ENV_AT_START = dict(os.environ)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for child processes: as at session start, plus ``extra``."""
+    return {**_ENV_AT_START, **extra}
+
+
+def fresh_name(prefix: str) -> str:
+    """A unique topic / output-prefix name."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
@@ -92,6 +96,7 @@ class ProducedStream:
     partitions: int
     batch_size: int
     batches: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    times: dict[int, list[np.ndarray]] = field(default_factory=dict)  #: event times (ms) of each batch
     malformed: dict[int, int] = field(default_factory=dict)  #: partition -> malformed messages sent
 
     @property
@@ -129,10 +134,12 @@ class PhasedProducer:
         self.stream = ProducedStream(
             bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)}
         )
-        items = self.columns.items
+        items, times = self.columns.items, self.columns.event_time_ms
         for j, start in enumerate(range(0, events, batch_size)):
-            self.stream.batches[j % partitions].append(
-                np.asarray(items[start : start + batch_size], dtype=np.int64)
+            p = j % partitions
+            self.stream.batches[p].append(np.asarray(items[start : start + batch_size], dtype=np.int64))
+            self.stream.times.setdefault(p, []).append(
+                np.asarray(times[start : start + batch_size], dtype=np.int64)
             )
 
     def stop_offsets(self) -> dict[int, int]:
@@ -247,13 +254,13 @@ def run_job_to_end(args: argparse.Namespace) -> None:
 
 @pytest.fixture(scope="session")
 def hh_stream(flink_broker: Any, flink_connector_jars: list[Path]) -> ProducedStream:
-    return produce_stream(flink_broker.bootstrap, unique_topic("hh-events"))
+    return produce_stream(flink_broker.bootstrap, fresh_name("hh-events"))
 
 
 @pytest.fixture(scope="session")
 def hh_reference_run(hh_stream: ProducedStream) -> JobOutputs:
     """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard)."""
-    prefix = unique_topic("ref")
+    prefix = fresh_name("ref")
     run_job_to_end(job_args(hh_stream, prefix))
     return read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
 
@@ -272,7 +279,6 @@ class StandaloneCluster:
     ``workdir``; ``submit(...)`` runs ``bin/flink run -py``; ``stop()`` runs ``bin/stop-cluster.sh``."""
 
     def __init__(self, workdir: Path) -> None:
-        import os
         import sys
 
         import pyflink
@@ -283,6 +289,13 @@ class StandaloneCluster:
         self.rest_port, rpc_port = free_port(), free_port()
         conf = workdir / "conf"
         conf.mkdir(parents=True)
+        (workdir / "log").mkdir()
+        # PyFlink's lib/ lacks flink-python (it is in opt/): the cluster needs it to run Python
+        # operators, so the cluster gets its own lib/ of links (the installed package is untouched).
+        lib = workdir / "lib"
+        lib.mkdir()
+        for jar in [*(self.home / "lib").glob("*.jar"), *(self.home / "opt").glob("flink-python-*.jar")]:
+            (lib / jar.name).symlink_to(jar)
         for name in ("log4j.properties", "log4j-cli.properties", "log4j-console.properties"):
             (conf / name).write_text((self.home / "conf" / name).read_text())
         (conf / "workers").write_text("localhost\n")
@@ -309,13 +322,13 @@ class StandaloneCluster:
             "python.executable": sys.executable,
         }
         (conf / "config.yaml").write_text("".join(f"{k}: {json_scalar(v)}\n" for k, v in settings.items()))
-        self.env = {
-            **os.environ,
-            "FLINK_CONF_DIR": str(conf),
-            "FLINK_LOG_DIR": str(workdir / "log"),
-            "PYFLINK_CLIENT_EXECUTABLE": sys.executable,
-            "FLINK_HOME": str(self.home),
-        }
+        self.env = clean_env(
+            FLINK_CONF_DIR=str(conf),
+            FLINK_LOG_DIR=str(workdir / "log"),
+            PYFLINK_CLIENT_EXECUTABLE=sys.executable,
+            FLINK_HOME=str(self.home),
+            FLINK_LIB_DIR=str(lib),
+        )
 
     def _bin(self, name: str, *args: str, timeout: float = 120.0) -> Any:
         import subprocess

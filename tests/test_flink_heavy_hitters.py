@@ -112,16 +112,16 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     sketches, each epoch released exactly once, the ledger charged once per epoch."""
     from tests.flink_fixtures import (
         PhasedProducer,
+        fresh_name,
         job_args,
         read_outputs,
         read_topic,
         start_job,
-        unique_topic,
     )
 
-    phased = PhasedProducer(flink_broker.bootstrap, unique_topic("fail-events"))  # same data as hh_stream
+    phased = PhasedProducer(flink_broker.bootstrap, fresh_name("fail-events"))  # same data as hh_stream
     phased.first()  # 10000 events per shard: epoch 0 closes
-    marker, prefix = tmp_path / "failed-once", unique_topic("fail")
+    marker, prefix = tmp_path / "failed-once", fresh_name("fail")
     client = start_job(
         job_args(
             phased.stream,
@@ -153,16 +153,16 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
 
     from tests.flink_fixtures import (
         PhasedProducer,
+        fresh_name,
         job_args,
         read_outputs,
         read_topic,
         start_job,
-        unique_topic,
     )
 
-    phased = PhasedProducer(flink_broker.bootstrap, unique_topic("sp-events"))
+    phased = PhasedProducer(flink_broker.bootstrap, fresh_name("sp-events"))
     phased.first()
-    prefix = unique_topic("sp")
+    prefix = fresh_name("sp")
     client = start_job(job_args(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
@@ -191,9 +191,9 @@ def test_flink_run_on_standalone_cluster(
     """``bin/flink run -py jobs/heavy_hitters.py …`` against PyFlink's own start-cluster.sh on loopback."""
     import privstream.jobs.heavy_hitters as job_module
 
-    from tests.flink_fixtures import read_outputs, unique_topic
+    from tests.flink_fixtures import fresh_name, read_outputs
 
-    prefix = unique_topic("cluster")
+    prefix = fresh_name("cluster")
     args = [
         "--bootstrap",
         hh_stream.bootstrap,
@@ -234,11 +234,12 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     sketches equal core's fixed-order ``merge_pamg`` and the user-level ledger composes sequentially."""
     from privstream.connectors.avro_codec import encode
     from privstream.connectors.clients import kafka_producer
+
     from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
-    from tests.flink_fixtures import create_topic, job_args, read_outputs, run_job_to_end, unique_topic
+    from tests.flink_fixtures import create_topic, fresh_name, job_args, read_outputs, run_job_to_end
 
     k, m, epoch_ms, partitions = 16, 3, 10_000, 2
-    topic = create_topic(flink_broker.bootstrap, unique_topic("pamg-events"), partitions)
+    topic = create_topic(flink_broker.bootstrap, fresh_name("pamg-events"), partitions)
     rng = np.random.default_rng(5)
     per_partition: dict[int, list[tuple[int, tuple[int, ...]]]] = {0: [], 1: []}
     producer = kafka_producer(flink_broker.bootstrap)
@@ -247,16 +248,22 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
         t = 25 * user
         p = user % partitions  # keyed by user: each user in one shard
         per_partition[p].append((t, items))
-        producer.send(topic, partition=p, value=encode("UserSetEvent", {"user_id": user, "items": list(items),
-                                                                         "event_time": t}))
+        producer.send(
+            topic,
+            partition=p,
+            value=encode("UserSetEvent", {"user_id": user, "items": list(items), "event_time": t}),
+        )
     for p in range(partitions):
         producer.send(topic, partition=p, value=encode("EndMarker", {"producer_id": "t", "events_sent": 600}))
     producer.flush()
     producer.close()
     stream = ProducedStream(flink_broker.bootstrap, topic, partitions, 1)
-    prefix = unique_topic("pamg")
-    run_job_to_end(job_args(stream, prefix, "--m", str(m), "--total-epsilon", "3", "--total-delta", "3e-6",
-                            k=k, epoch="10s"))
+    prefix = fresh_name("pamg")
+    run_job_to_end(
+        job_args(
+            stream, prefix, "--m", str(m), "--total-epsilon", "3", "--total-delta", "3e-6", k=k, epoch="10s"
+        )
+    )
     out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
     core = []
     for e in range(3):
@@ -277,3 +284,27 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     assert all(r["mechanism"] != "pmg" and "user" in r["privacy_unit"] for r in out.releases)
     last = max(out.ledger, key=lambda e: e["sequence"])
     assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(3.0)  # sequential composition
+
+
+def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None:
+    """``--operator window``: tumbling event-time windows whose accumulator is the sketch; the
+    merged epoch sketches equal core's per-(partition, epoch) sketches merged in partition order."""
+    from tests.flink_fixtures import fresh_name, job_args, read_outputs, run_job_to_end
+
+    epoch_ms = 2000
+    prefix = fresh_name("win")
+    run_job_to_end(job_args(hh_stream, prefix, "--operator", "window", "--lateness", "10s", epoch="2s"))
+    per_epoch: dict[int, dict[int, MisraGries]] = {}
+    for p in sorted(hh_stream.batches):
+        for items, times in zip(hh_stream.batches[p], hh_stream.times[p], strict=True):
+            epochs = times // epoch_ms
+            for e in np.unique(epochs).tolist():
+                per_epoch.setdefault(e, {}).setdefault(p, MisraGries(K)).update_batch(items[epochs == e])
+    expected = {e: merge_misra_gries([sk[p] for p in sorted(sk)], k=K) for e, sk in per_epoch.items()}
+    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=len(expected))
+    assert [s["epoch"] for s in out.sketches] == sorted(expected)
+    for snap in out.sketches:
+        got = load_sketch(snap["data"])
+        assert got.build is Build.MERGED and got.counters() == expected[snap["epoch"]].counters()
+    assert [r["epoch"] for r in out.releases] == sorted(expected)
+    assert len(out.dead_letters) == 1  # the malformed message; no late pieces with 10 s lateness
