@@ -170,13 +170,16 @@ def _window_variant(rows: Any, config: JobConfig, shards: int) -> tuple[Any, Any
 
 
 def latest_ledger(config: JobConfig, idle_s: float = 1.5) -> bytes | None:
-    """The newest committed ledger state for this ledger id on the ledger topic, if any.
+    """The most advanced committed ledger state for this ledger id on the ledger topic, if any
+    (by history, not by the entry's sequence field: diverging histories raise LedgerFormatError).
 
     Reads with ``read_committed`` from the beginning until the topic is idle for ``idle_s``
     (end offsets are not used: tansu's ListOffsets(latest) is wrong)."""
     from kafka import TopicPartition
     from privstream.connectors.avro_codec import decode
     from privstream.connectors.clients import kafka_consumer
+
+    from privstream.accounting import PrivacyLedger, most_advanced
 
     consumer = kafka_consumer(config.bootstrap, isolation_level="read_committed")
     try:
@@ -186,7 +189,7 @@ def latest_ledger(config: JobConfig, idle_s: float = 1.5) -> bytes | None:
             return None
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        best: tuple[int, bytes] | None = None
+        best: PrivacyLedger | None = None
         last = time.monotonic()
         while time.monotonic() - last < idle_s:
             batch = consumer.poll(timeout_ms=200)
@@ -195,9 +198,9 @@ def latest_ledger(config: JobConfig, idle_s: float = 1.5) -> bytes | None:
                 for rec in records:
                     name, entry = decode(rec.value)
                     if name == "LedgerEntry" and entry["ledger_id"] == config.release.ledger_id:
-                        if best is None or entry["sequence"] >= best[0]:
-                            best = (entry["sequence"], entry["state"])
-        return None if best is None else best[1]
+                        state = PrivacyLedger.from_bytes(entry["state"])
+                        best = state if best is None else most_advanced(best, state)
+        return None if best is None else best.to_bytes()
     finally:
         consumer.close()
 
@@ -213,7 +216,7 @@ def create_environment(config: JobConfig, jars: list[str]) -> Any:
 def prepare(config: JobConfig, *, shards: int, jars: list[str]) -> Any:
     """The environment with the job added (call ``execute`` or ``execute_async`` on it)."""
     env = create_environment(config, jars)
-    initial = None if config.restore_from else latest_ledger(config)
+    initial = latest_ledger(config)  # reconciled with restored state: see ReleaseFunction
     build_pipeline(env, config, shards, initial)
     return env
 

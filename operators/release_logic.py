@@ -9,32 +9,32 @@ refused charge publishes nothing), on the merged sketch (``Build.MERGED`` /
 
 Composition: an event-level (MG) job releases disjoint epochs, which compose in parallel
 (``parallel_epochs``); a user-level (PAMG) job's users recur across epochs, so its ledger composes
-sequentially. Noise comes from the CSPRNG; only tests pass ``noise_seed`` (a per-epoch
-:class:`~privstream.noise.rng.SeededRandomSource`, so a replayed epoch draws the same noise).
+sequentially. Count epochs cut each shard's stream by position, so their releases state the
+"replace one record, stream lengths public" relation and are calibrated for its remove + add by
+group privacy (``release(..., group_size=2)``, Lebeda-Tetek Lemma 8.1).
 
-Caveat (restarts): after a failure, an epoch whose release was written in a transaction that was
-then aborted is released again with *fresh* noise. ``read_committed`` consumers see exactly one
-release per epoch and the ledger (restored with the same checkpoint) counts it once, but the
-aborted record stays in the log, where a ``read_uncommitted`` reader could see a second,
-independently noised release of the same epoch. Only grant the releases topic to consumers that use
-``isolation.level=read_committed``. (Removing this needs noise that replays identically, e.g. a
-per-epoch stream keyed by a CSPRNG secret kept in Flink state — a change to the noise contract.)
+Noise (restarts): each epoch's noise comes from a :class:`~privstream.noise.rng.KeyedRandomSource`
+keyed by a 256-bit secret drawn once from the OS CSPRNG and kept in the release operator's
+checkpointed state. An epoch replayed after a failure therefore redraws identical noise on an
+identical merged sketch, so a release left behind in an aborted Kafka transaction equals its
+committed replay and a ``read_uncommitted`` reader learns nothing more. Only tests pass
+``noise_seed`` (a public per-epoch :class:`~privstream.noise.rng.SeededRandomSource`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
-from privstream.operators.epochs import EpochPolicy, TimeEpochs
+from privstream.operators.epochs import CountEpochs, EpochPolicy, TimeEpochs
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
-from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger
-from privstream.noise.rng import RandomSource, SeededRandomSource
+from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced
+from privstream.noise.rng import KeyedRandomSource, RandomSource, SeededRandomSource
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,17 @@ class EpochReleaser:
     """Charge, release, encode. ``ledger`` is the state the operator checkpoints."""
 
     def __init__(
-        self, config: ReleaseConfig, spec: SketchSpec, policy: EpochPolicy, ledger_bytes: bytes | None = None
+        self,
+        config: ReleaseConfig,
+        spec: SketchSpec,
+        policy: EpochPolicy,
+        ledger_bytes: bytes | None = None,
+        noise_key: bytes | None = None,
     ) -> None:
         self.config = config
         self.spec = spec
         self.policy = policy
+        self.noise_key = noise_key
         composition = "sequential" if spec.user_sets else "parallel_epochs"
         if ledger_bytes:
             self.ledger = PrivacyLedger.from_bytes(ledger_bytes)
@@ -77,9 +83,11 @@ class EpochReleaser:
             self.ledger = PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
 
     def _rng(self, epoch: int) -> RandomSource | None:
-        if self.config.noise_seed is None:
-            return None  # the release entry point then uses the CSPRNG
-        return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{epoch}")
+        if self.config.noise_seed is not None:  # tests only
+            return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{epoch}")
+        if self.noise_key is not None:  # secret key from the CSPRNG, kept in checkpointed state
+            return KeyedRandomSource(self.noise_key, f"heavy-hitters epoch {epoch}")
+        return None  # the release entry point then uses the CSPRNG
 
     def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes]:
         """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
@@ -96,12 +104,26 @@ class EpochReleaser:
                 epoch=merged.epoch,
                 ledger=self.ledger,
                 label="heavy-hitters",
+                group_size=2 if isinstance(self.policy, CountEpochs) else 1,
             )
         except BudgetExceeded as exc:
             print(f"privstream: release of epoch {merged.epoch} refused: {exc}", file=sys.stderr)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
+        if isinstance(self.policy, CountEpochs):
+            result = replace(result, neighbour_relation=self._count_epoch_relation())
         record = release_record(result, merged.epoch, self.policy)
         return encode("Release", record), self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
+
+    def _count_epoch_relation(self) -> str:
+        """Count epochs cut each shard's stream by position, so adding or removing one record would
+        shift every later epoch (and the number of epochs would reveal n): their guarantee is for
+        *replacing* one record, stream lengths public, which changes one epoch by remove + add."""
+        record = "user set" if self.spec.user_sets else "event"
+        return (
+            f"replace one {record} at a fixed position of one shard's stream; stream lengths public "
+            "(count epochs cut each shard by position, so only that record's epoch changes; calibrated "
+            "for its remove + add by group privacy, Lebeda-Tetek Lemma 8.1)"
+        )
 
     def _ledger_entry(self, what: str) -> bytes:
         spent, total = self.ledger.spent(), self.ledger.total
@@ -119,6 +141,16 @@ class EpochReleaser:
                 "entry_time": int(time.time() * 1000),
             },
         )
+
+
+def reconcile_ledgers(stored: bytes | None, initial: bytes | None) -> bytes | None:
+    """The more advanced of the operator's restored ledger and the ledger topic's (the one whose
+    history extends the other's; :func:`privstream.accounting.most_advanced` raises if they diverge)."""
+    if stored is None or initial is None:
+        return stored if initial is None else initial
+    if stored == initial:
+        return stored
+    return most_advanced(PrivacyLedger.from_bytes(stored), PrivacyLedger.from_bytes(initial)).to_bytes()
 
 
 def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, Any]:

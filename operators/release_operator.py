@@ -2,8 +2,10 @@
 
 :class:`ReleaseFunction` runs on a single key. Its keyed state is the serialised
 :class:`~privstream.accounting.PrivacyLedger`; on first use it starts from ``initial_ledger`` (the
-latest entry of the compacted ``ledger`` topic, read by the job launcher) so a new job never
-forgets budget spent by an earlier one. Main output: Avro ``Release`` bytes; side output
+most advanced state on the compacted ``ledger`` topic, read by the job launcher) so a new job never
+forgets budget spent by an earlier one; a job restored from a savepoint or checkpoint takes the more
+advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
+charges recorded after it. Main output: Avro ``Release`` bytes; side output
 ``LEDGER``: ``Row(ledger_id, LedgerEntry)`` for the compacted topic; side output ``SKETCHES``
 (only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the merged pre-noise sketch.
 Both sinks are transactional, so a restore never publishes a release or a charge twice.
@@ -18,13 +20,15 @@ from typing import Any
 from privstream.connectors.avro_codec import encode
 from privstream.operators.epochs import EpochPolicy
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
-from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
+from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, reconcile_ledgers
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
+
+from privstream.noise.rng import new_noise_key
 
 LEDGER = OutputTag("ledger", KEYED_BYTES)
 SKETCHES = OutputTag("merged-sketches", BYTES)
@@ -47,12 +51,25 @@ class ReleaseFunction(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
+        self.noise_key = runtime_context.get_state(ValueStateDescriptor("noise-key", BYTES))
+
+    def _noise_key(self) -> bytes:
+        """The secret key of this job's replay-stable noise (drawn once from the CSPRNG, checkpointed)."""
+        key = self.noise_key.value()
+        if key is None:
+            key = new_noise_key()
+            self.noise_key.update(key)
+        return bytes(key)
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         merged = MergedEpoch(*value)
         stored = self.ledger.value()
         releaser = EpochReleaser(
-            self.config, self.spec, self.policy, bytes(stored) if stored is not None else self.initial_ledger
+            self.config,
+            self.spec,
+            self.policy,
+            reconcile_ledgers(None if stored is None else bytes(stored), self.initial_ledger),
+            noise_key=self._noise_key(),
         )
         if self.expose_sketches:
             yield SKETCHES, self._snapshot(merged)

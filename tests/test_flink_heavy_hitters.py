@@ -88,6 +88,7 @@ def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
             rng=SeededRandomSource(f"privstream-test-noise:7:{rec['epoch']}"),
             epoch=rec["epoch"],
             ledger=ledger,
+            group_size=2,  # count epochs: "replace one event" = remove + add (release_logic.py)
         )
         assert rec["mechanism"] == ref.mechanism and rec["mechanism"] != "pmg"
         assert released_items(rec) == [(x, c) for x, c in ref.items]

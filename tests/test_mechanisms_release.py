@@ -309,3 +309,32 @@ def test_domain_release_never_depends_on_keys_outside_the_domain(name: str) -> N
     )
     assert len(ledger.entries) == 1 and all(type(x) is int and 0 <= x < 50 for x, _ in out.items)
     assert secret not in json.dumps(out.to_dict())
+
+
+def test_group_size_calibrates_to_the_one_step_budget_and_charges_the_stated_one() -> None:
+    """group_size=2 (replace = remove + add): the noise is that of the Lemma 8.1 one-step budget
+    (ε/2, δ/(2e^ε)) — same seed, same output — while the release states and the ledger is
+    charged the requested (ε, δ)."""
+    import math
+
+    from privstream.accounting import Budget, PrivacyLedger
+    from privstream.mechanisms import release
+    from privstream.noise import SeededRandomSource
+    from privstream.sketches import MisraGries
+
+    sketch = MisraGries(8)
+    sketch.update_batch([1] * 400 + [2] * 250 + list(range(3, 60)))
+    ledger = PrivacyLedger(Budget(4.0, 1e-4), composition="parallel_epochs")
+    grouped = release(
+        sketch, Budget(1.0, 1e-6), rng=SeededRandomSource(5), epoch=0, ledger=ledger, group_size=2
+    )
+    inner = release(
+        sketch, Budget(0.5, 1e-6 / (2 * math.e)), rng=SeededRandomSource(5), mechanism=grouped.mechanism
+    )
+    assert grouped.items == inner.items
+    assert (grouped.epsilon, grouped.delta) == (1.0, 1e-6)
+    assert ledger.spent() == Budget(1.0, 1e-6)
+    assert "group privacy" in grouped.neighbour_relation
+    assert grouped.error_bound == inner.error_bound
+    with pytest.raises(ValueError, match="group_size"):
+        release(sketch, Budget(1.0, 1e-6), group_size=0)

@@ -41,8 +41,9 @@ The ledger must fit the release's accounting (checked before charging, ValueErro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from privstream.accounting import Budget, PrivacyLedger
@@ -297,6 +298,7 @@ def release(
     beta: float = 0.05,
     ledger: PrivacyLedger | None = None,
     label: str = "",
+    group_size: int = 1,
 ) -> Release:
     """Privately release ``sketch`` under ``budget``.
 
@@ -307,24 +309,48 @@ def release(
     Raises :class:`MechanismNotApplicable` when the sketch does not meet the mechanism's
     assumptions, ValueError when the ledger's accounting does not fit the release (module
     docstring), TypeError/ValueError naming any other bad parameter.
+
+    ``group_size`` g > 1 states the guarantee for neighbours that differ by g steps of the sketch's
+    neighbour relation (e.g. g = 2 for "replace one event" = remove + add): by group privacy
+    (Lebeda-Tetek Lemma 8.1: (ε', δ') for one step gives (gε', g·e^{gε'}·δ') for g steps) the
+    mechanism is calibrated to ε' = ε/g, δ' = δ/(g·e^ε), while ``budget`` is what the release
+    reports and the ledger is charged.
     """
     declared = _check_request(budget, beta, rng, epoch, domain)
     build, _ = _sketch_facts(sketch)
     _check_ledger(ledger, build, epoch)
+    calibration = _group_calibration(budget, group_size)
     if mechanism == "auto":
         plans = []
         reasons = []
         for name in MECHANISMS:
             try:
-                plans.append(_plan(name, sketch, budget, declared, beta))
+                plans.append(_plan(name, sketch, calibration, declared, beta))
             except MechanismNotApplicable as exc:
                 reasons.append(f"{name}: {exc}")
         if not plans:
             raise MechanismNotApplicable("no mechanism applies: " + "; ".join(reasons))
         plan = min(plans, key=lambda p: p.error_bound.max_noise_error)
     else:
-        plan = _plan(mechanism, sketch, budget, declared, beta)
-    return _finish(plan, build, budget, rng, epoch, ledger, label)
+        plan = _plan(mechanism, sketch, calibration, declared, beta)
+    result = _finish(plan, build, budget, rng, epoch, ledger, label)
+    if group_size == 1:
+        return result
+    return replace(
+        result,
+        neighbour_relation=f"{result.neighbour_relation}; the guarantee covers neighbours {group_size} such "
+        "steps apart (group privacy, Lebeda-Tetek Lemma 8.1)",
+        parameters=(*result.parameters, ("group_size", group_size)),
+    )
+
+
+def _group_calibration(budget: Budget, group_size: int) -> Budget:
+    """The one-step budget whose g-step group guarantee is ``budget`` (Lemma 8.1)."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
+    if group_size == 1:
+        return budget
+    return Budget(budget.epsilon / group_size, budget.delta / (group_size * math.exp(budget.epsilon)))
 
 
 def release_partitions(

@@ -80,6 +80,29 @@ class SeededRandomSource:
                 return r
 
 
+class KeyedRandomSource(SeededRandomSource):
+    """A deterministic random bit generator keyed by a secret: SHAKE-256(key || context || counter).
+
+    With a key of at least 256 bits drawn from the OS CSPRNG (:func:`new_noise_key`) and kept
+    secret, its output is computationally indistinguishable from uniform, like any DRBG. A streaming
+    job keeps the key in checkpointed state and derives one source per epoch, so an epoch that is
+    replayed after a failure redraws *identical* noise: a release left in an aborted Kafka
+    transaction then equals its committed replay and reveals nothing more.
+    """
+
+    MIN_KEY_BYTES = 32
+
+    def __init__(self, key: bytes, context: str) -> None:
+        if not isinstance(key, bytes | bytearray) or len(key) < self.MIN_KEY_BYTES:
+            raise ValueError(f"key: must be at least {self.MIN_KEY_BYTES} secret random bytes")
+        super().__init__(bytes(key) + b"\x00" + context.encode())
+
+
+def new_noise_key() -> bytes:
+    """A fresh 256-bit secret from the OS CSPRNG, for :class:`KeyedRandomSource`."""
+    return secrets.token_bytes(KeyedRandomSource.MIN_KEY_BYTES)
+
+
 _DEFAULT = CryptoRandomSource()
 
 
