@@ -68,24 +68,11 @@ def produce(
     return end_marker_offsets(bootstrap, topic)
 
 
-def job_args(bootstrap: str, topic: str, *extra: str) -> argparse.Namespace:
+def job_args(bootstrap: str, topic: str, *extra: str, k: int = 256) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     heavy_hitters.configure(parser)
-    return parser.parse_args(
-        [
-            "--bootstrap",
-            bootstrap,
-            "--topic",
-            topic,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--k",
-            "256",
-            *extra,
-        ]
-    )
+    common = ["--bootstrap", bootstrap, "--topic", topic, "--epsilon", "1", "--delta", "1e-6", "--k", str(k)]
+    return parser.parse_args([*common, *extra])
 
 
 def run_privstream(args: argparse.Namespace) -> float:
@@ -124,28 +111,9 @@ def run_naive(bootstrap: str, topic: str, stop_offsets: dict[int, int]) -> float
         def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
             yield f"{ctx.get_current_key()}:{self.count.value()}".encode()
 
-    parser = argparse.ArgumentParser()
-    heavy_hitters.configure(parser)
     config = heavy_hitters.config_from_args(
-        parser.parse_args(
-            [
-                "--bootstrap",
-                bootstrap,
-                "--topic",
-                topic,
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-6",
-                "--k",
-                "1",
-                "--epoch",
-                "1",
-                "--bundle-size",
-                "10000",
-                "--checkpoint-interval",
-                "2s",
-            ]
+        job_args(
+            bootstrap, topic, "--epoch", "1", "--bundle-size", "10000", "--checkpoint-interval", "2s", k=1
         )
     )
     env = create_environment(config, ensure_jar_urls())

@@ -206,7 +206,8 @@ def columns_from_events(items: list[Any], users: list[Any], times: list[int]) ->
 
 
 class EventConsumer(RecordConsumer):
-    """Reads ``Event``/``EventBatch`` messages as numpy columns; counts ``EndMarker`` messages per partition."""
+    """Reads ``Event``/``EventBatch`` messages as numpy columns; counts ``EndMarker`` messages per partition
+    (``EpochWatermark`` punctuations are skipped)."""
 
     def __init__(
         self, bootstrap: str, topic: str = EVENTS, *, expected_producers: int = 1, **kwargs: Any
@@ -230,6 +231,8 @@ class EventConsumer(RecordConsumer):
                 continue
             if record.schema == "EndMarker":
                 self.end_markers[record.partition].append(record.value)
+            elif record.schema == "EpochWatermark":
+                continue  # punctuation: a public clock for time-epoch jobs, carries no events
             else:
                 self.dead_letter(
                     record, record.raw, f"unexpected schema {record.schema} on topic {record.topic}"

@@ -7,6 +7,9 @@ count, so all events of one user/item land in one partition (a batch only holds 
 partition); with ``key_by="none"`` messages go round-robin. :meth:`EventProducer.finish` flushes and
 then writes an ``EndMarker`` with the per-partition event count to every partition, which is how
 consumers detect the end of a bounded run (never by end offsets: tansu's are wrong).
+:meth:`EventProducer.punctuate` likewise flushes and writes an ``EpochWatermark`` to every partition:
+the public event-time clock that closes time epochs in the heavy-hitters job
+(:mod:`privstream.operators.epochs`); a producer must not send events older than its last punctuation.
 """
 
 from __future__ import annotations
@@ -172,6 +175,21 @@ class EventProducer(ProducerHandle):
                 send(self.topic, value=value, partition=partition)
                 self.messages_sent += 1
         self.events_per_partition[partition] += len(indices)
+
+    def punctuate(self, watermark_ms: int, timeout: float | None = None) -> None:
+        """Flush, then write an ``EpochWatermark`` (no more events with event time < ``watermark_ms``)
+        to every partition. The flush keeps every event sent before it ahead of the punctuation."""
+        if isinstance(watermark_ms, bool) or not isinstance(watermark_ms, (int, np.integer)):
+            raise TypeError(f"watermark_ms: must be an int (ms), got {watermark_ms!r}")
+        self.flush(timeout)
+        self._send_to_all_partitions(
+            "EpochWatermark", {"producer_id": self.producer_id, "watermark_ms": int(watermark_ms)}
+        )
+
+    def _send_to_all_partitions(self, schema_name: str, record: dict[str, Any]) -> None:
+        value = self._registry.encode(schema_name, record)
+        for partition in self.partitions:
+            self._producer.send(self.topic, value=value, partition=partition)
 
     def finish(self, timeout: float | None = None) -> dict[int, int]:
         """Flush, then write an ``EndMarker`` to every partition; returns events sent per partition."""

@@ -11,6 +11,13 @@ and those columns in that order; JSONL lines are objects with the same keys. Ite
 that look like integers are sent as longs. Generator parameters (``--param universe=1000``) go to
 :mod:`privstream.datagen`. Progress goes to stderr on long runs; an ``EndMarker`` ends every partition
 unless ``--no-end-marker``.
+
+``--punctuate-every 10s`` feeds jobs with time epochs (``privstream run heavy-hitters --epoch 10s``),
+which close epochs only on ``EpochWatermark`` punctuations, never on event times: whenever the event
+time sent so far has advanced by the duration, the producer punctuates ``T - --punctuate-lag`` where T
+is the largest event time sent (and once more at the end). Generated times never go back, so lag 0
+is right for ``--generator``; files with out-of-order times need a lag covering their disorder
+(events older than an earlier punctuation are counted and reported: the job dead-letters them).
 """
 
 from __future__ import annotations
@@ -50,6 +57,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk", type=int, default=10_000, help="events per send step")
     parser.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created")
     parser.add_argument("--no-end-marker", action="store_true")
+    parser.add_argument(
+        "--punctuate-every",
+        default=None,
+        metavar="DURATION",
+        help="write an EpochWatermark to every partition each DURATION of event time (e.g. 10s); "
+        "time-epoch jobs close epochs only on these",
+    )
+    parser.add_argument(
+        "--punctuate-lag",
+        default="0s",
+        metavar="DURATION",
+        help="punctuate this far behind the largest event time sent (default 0s)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -169,6 +189,41 @@ def _file_chunks(args: argparse.Namespace, limit: int | None) -> Iterator[Any]:
         yield columns_from_events(items, users, times)
 
 
+class _Punctuator:
+    """Event-time punctuation of a producer: ``EpochWatermark(T - lag)`` each ``every_ms`` of event time."""
+
+    def __init__(self, producer: Any, every_ms: int, lag_ms: int) -> None:
+        self.producer = producer
+        self.every_ms = every_ms
+        self.lag_ms = lag_ms
+        self.max_time: int | None = None
+        self.next_at: int | None = None
+        self.last: int | None = None  #: last punctuation written
+        self.behind = 0  #: events sent with a time below an earlier punctuation (the job drops them)
+
+    def after(self, times: Any) -> None:
+        """Call after each sent chunk with its event times."""
+        if len(times) == 0:
+            return
+        if self.last is not None:
+            self.behind += int((times < self.last).sum())
+        top = int(times.max())
+        self.max_time = top if self.max_time is None else max(self.max_time, top)
+        if self.next_at is None:
+            self.next_at = int(times.min()) + self.every_ms
+        if self.max_time >= self.next_at:
+            self.punctuate()
+            self.next_at = self.max_time + self.every_ms
+
+    def punctuate(self) -> None:
+        if self.max_time is None:
+            return
+        watermark = self.max_time - self.lag_ms
+        if self.last is None or watermark > self.last:
+            self.producer.punctuate(watermark)
+            self.last = watermark
+
+
 def run(args: argparse.Namespace) -> int:
     from privstream.connectors.clients import BrokerUnreachable
 
@@ -187,6 +242,14 @@ def _produce(args: argparse.Namespace) -> int:
         raise ValueError(f"chunk: must be >= 1, got {args.chunk}")
     if args.rate is not None and args.rate <= 0:
         raise ValueError(f"rate: must be > 0, got {args.rate}")
+    from privstream.connectors.validation import parse_duration_ms
+
+    every_ms = (
+        None if args.punctuate_every is None else parse_duration_ms(args.punctuate_every, "punctuate-every")
+    )
+    lag_ms = parse_duration_ms(args.punctuate_lag, "punctuate-lag")
+    if every_ms is not None and every_ms < 1:
+        raise ValueError(f"punctuate-every: must be > 0, got {args.punctuate_every!r}")
     if args.generator:
         count = _count(args.count, required=True)
         params = _generator_params(args.param)
@@ -207,8 +270,11 @@ def _produce(args: argparse.Namespace) -> int:
     with EventProducer(
         args.bootstrap, args.topic, events_per_message=args.batch, key_by=args.key
     ) as producer:
+        punctuator = None if every_ms is None else _Punctuator(producer, every_ms, lag_ms)
         for columns in chunks:
             sent += producer.send_columns(columns)
+            if punctuator is not None:
+                punctuator.after(columns.event_time_ms)
             if args.rate is not None:
                 delay = started + sent / args.rate - time.monotonic()
                 if delay > 0:
@@ -221,6 +287,14 @@ def _produce(args: argparse.Namespace) -> int:
                     f"produced {sent}{of} events, {sent / (now - started):,.0f} events/s",
                     file=sys.stderr,
                     flush=True,
+                )
+        if punctuator is not None:
+            punctuator.punctuate()
+            if punctuator.behind:
+                print(
+                    f"privstream produce: WARNING {punctuator.behind} events were older than an earlier "
+                    "punctuation (raise --punctuate-lag): time-epoch jobs dead-letter them",
+                    file=sys.stderr,
                 )
         if args.no_end_marker:
             producer.flush()

@@ -4,7 +4,8 @@
 
     python -m privstream.jobs.heavy_hitters --bootstrap 127.0.0.1:9092 --topic events \\
         --epsilon 1 --delta 1e-6 --k 64 --epoch 100000          # 100000 events per shard and epoch
-    privstream run heavy-hitters ... --epoch 60s --lateness 5s   # tumbling event-time epochs
+    privstream run heavy-hitters ... --epoch 60s --lateness 5s   # tumbling event-time epochs, closed
+                                                                 # by EpochWatermark punctuation
     privstream run heavy-hitters ... --m 8                       # user sets (UserSetEvent) with PAMG
 
 Pipeline (PyFlink DataStream; see ``../shared/DESIGN.md``)::
@@ -37,7 +38,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from privstream.operators.epochs import CountEpochs, EpochPolicy, TimeEpochs
+from privstream.connectors import validation
+from privstream.operators.epochs import (
+    DATA_DRIVEN_WATERMARK_ASSUMPTION,
+    CountEpochs,
+    EpochPolicy,
+    TimeEpochs,
+)
 from privstream.operators.faults import TestFaults
 from privstream.operators.release_logic import ReleaseConfig
 from privstream.operators.sketch_spec import SketchSpec
@@ -47,15 +54,11 @@ class ConfigError(ValueError):
     """A bad option; the message starts with the option name."""
 
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-
-
 def parse_duration_ms(text: str, option: str) -> int:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ConfigError(f"{option}: expected a duration like 500ms, 30s, 5m or 1h, got {text!r}")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    try:
+        return validation.parse_duration_ms(text, option)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def parse_epoch(text: str, lateness: str) -> EpochPolicy:
@@ -121,13 +124,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="N (N events per shard and epoch) or a duration (60s, 5m: tumbling event time)",
     )
-    p.add_argument("--lateness", default="0s", help="event-time epochs: allowed lateness (default 0s)")
+    p.add_argument(
+        "--lateness",
+        default="0s",
+        help="event-time epochs: allowed lateness behind the producers' EpochWatermark punctuation "
+        "(process operator) or Flink's bounded out-of-orderness (window operator); default 0s",
+    )
     p.add_argument(
         "--operator",
         choices=("process", "window"),
         default="process",
-        help="sketch operator: keyed process function (default; per-shard watermarks, count or time epochs) "
-        "or tumbling event-time window aggregate (time epochs only)",
+        help="sketch operator: keyed process function (default; count epochs, or time epochs closed by "
+        "EpochWatermark punctuations) or tumbling event-time window aggregate (time epochs only; "
+        "needs --trust-event-time)",
+    )
+    p.add_argument(
+        "--trust-event-time",
+        action="store_true",
+        help="allow --operator window, whose epochs close on Flink's DATA-DRIVEN watermark (one far-future "
+        "event can make other events late); releases then state this assumption",
     )
     p.add_argument(
         "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
@@ -214,8 +229,21 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from exc
     policy = parse_epoch(args.epoch, args.lateness)
-    if args.operator == "window" and not isinstance(policy, TimeEpochs):
-        raise ConfigError("--operator: the window variant needs event-time epochs (e.g. --epoch 60s)")
+    if args.operator == "window":
+        if not isinstance(policy, TimeEpochs):
+            raise ConfigError("--operator: the window variant needs event-time epochs (e.g. --epoch 60s)")
+        if not args.trust_event_time:
+            raise ConfigError(
+                "--operator: the window variant closes epochs on Flink's data-driven watermark (max event "
+                "time seen - --lateness), so ONE event with a far-future time can make other events late "
+                "and the add/remove-one-event (ε, δ) guarantee fails; use the default --operator process "
+                "(epochs closed by producer punctuation), or pass --trust-event-time to accept the assumption"
+            )
+        policy = TimeEpochs(
+            policy.length_ms, policy.lateness_ms, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION
+        )
+    elif args.trust_event_time:
+        raise ConfigError("--trust-event-time: only applies to --operator window")
     try:
         release = ReleaseConfig(
             epsilon=args.epsilon,

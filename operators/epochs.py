@@ -7,9 +7,25 @@ in a failure-free run and in a run restored from a checkpoint):
 - :class:`CountEpochs` ``(size)``: the i-th event (or user set) of a shard belongs to epoch
   ``i // size``; epoch e closes when the shard has seen ``(e + 1) * size`` events.
 - :class:`TimeEpochs` ``(length_ms, lateness_ms)``: tumbling event-time epochs
-  ``event_time // length_ms``; the shard's own watermark is ``max event time - lateness_ms``, and
-  epoch e closes once that watermark reaches its end. Events of an already closed epoch are late:
-  they are not counted and the message goes to the dead-letter topic with the reason.
+  ``event_time // length_ms``, closed by **punctuation**, never by event times. Producers write
+  ``EpochWatermark`` messages (:meth:`privstream.connectors.produce.EventProducer.punctuate`, a
+  public clock statement: no more events with event time < ``watermark_ms``) to every partition;
+  a shard's ``watermark`` is the largest punctuation it has read, and epoch e closes once
+  ``watermark - lateness_ms`` reaches the epoch's end ``(e + 1) * length_ms``. An event is late iff
+  its own epoch is already closed: it is not counted and the message goes to the dead-letter topic
+  with the reason.
+
+Why punctuation (privacy review, HIGH): with a watermark of ``max event time seen - lateness``,
+ONE event with a far-future time closes earlier epochs and every later event of those epochs is
+dropped, so adding/removing one event changes *other* events' inclusion and the per-epoch
+(ε, δ) claim for add/remove-one-event neighbours fails. With punctuation, an event's inclusion
+depends only on its own event time and on its position relative to the public punctuations in its
+partition, neither of which another event can change. So adding or removing one event changes
+exactly one epoch's shard sketch by exactly that event (and the event-time histogram of an epoch
+only by that event): Lebeda–Tětek Lemma 2 (sequential Alg. 1) and Cor. 7.2 (merged sketches) hold
+per epoch, and disjoint epochs compose in parallel. The split is deterministic on replay because
+the punctuations are messages in the same log as the events. Punctuations are *not* private
+data: whoever writes them (a trusted clock/producer) must not derive them from individual events.
 
 At the end of the input (bounded run or an ``EndMarker``) every open epoch closes.
 """
@@ -25,13 +41,20 @@ from privstream.operators.payloads import EventPayload, Payload
 #: ``closed_through`` of a shard that has finished its input: every epoch is closed.
 FINAL = 2**62
 
+#: Appended to the releases' neighbour relation by the window variant (``--trust-event-time``),
+#: whose epochs close on Flink's data-driven watermark, not on punctuation.
+DATA_DRIVEN_WATERMARK_ASSUMPTION = (
+    "; ASSUMES every event arrives within --lateness of the maximum event time seen "
+    "(data-driven watermark): otherwise one event can make others late"
+)
+
 
 @dataclass
 class ShardProgress:
     """Per-shard bookkeeping kept in Flink keyed state next to the epoch sketches."""
 
     seen: int = 0  #: events (or user sets) accepted
-    max_time: int | None = None  #: largest event time seen (ms)
+    watermark: int | None = None  #: largest punctuation (``EpochWatermark``) read by this shard (ms)
     first_epoch: int | None = None  #: first epoch this shard touched
     closed_through: int | None = None  #: every epoch <= this is closed and emitted
 
@@ -44,6 +67,10 @@ class ShardProgress:
 
     def is_closed(self, epoch: int) -> bool:
         return self.closed_through is not None and epoch <= self.closed_through
+
+    def punctuate(self, watermark_ms: int) -> None:
+        """Record a punctuation; the shard's watermark never moves back."""
+        self.watermark = watermark_ms if self.watermark is None else max(self.watermark, watermark_ms)
 
 
 @dataclass(frozen=True)
@@ -86,34 +113,48 @@ class CountEpochs:
 
 
 class TimeEpochs:
-    """Tumbling event-time epochs of ``length_ms``; a shard watermark lagging ``lateness_ms``."""
+    """Tumbling event-time epochs of ``length_ms``, closed by punctuation less ``lateness_ms``.
 
-    def __init__(self, length_ms: int, lateness_ms: int = 0) -> None:
+    ``neighbour_assumption`` is text the release appends to its neighbour relation: empty for
+    punctuation-closed epochs (this class's own :meth:`split`), and
+    :data:`DATA_DRIVEN_WATERMARK_ASSUMPTION` when the window variant closes the epochs on Flink's
+    data-driven watermark instead."""
+
+    def __init__(self, length_ms: int, lateness_ms: int = 0, *, neighbour_assumption: str = "") -> None:
         if isinstance(length_ms, bool) or not isinstance(length_ms, int) or length_ms < 1:
             raise ValueError(f"epoch: the epoch length must be >= 1 ms, got {length_ms!r}")
         if isinstance(lateness_ms, bool) or not isinstance(lateness_ms, int) or lateness_ms < 0:
             raise ValueError(f"lateness: must be an int >= 0 ms, got {lateness_ms!r}")
         self.length_ms = length_ms
         self.lateness_ms = lateness_ms
+        self.neighbour_assumption = neighbour_assumption
 
     def describe(self) -> str:
-        return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms"
+        return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"
 
     def _times(self, payload: Payload) -> np.ndarray:
         if isinstance(payload, EventPayload):
             return payload.times
         return np.array([getattr(payload, "time", 0)], dtype=np.int64)
 
+    def _closed(self, progress: ShardProgress) -> int | None:
+        """Highest closed epoch: by the punctuation watermark (or already emitted), else None."""
+        by_clock = self.closable_through(progress)
+        if progress.closed_through is None:
+            return by_clock
+        return progress.closed_through if by_clock is None else max(by_clock, progress.closed_through)
+
     def split(self, payload: Payload, progress: ShardProgress) -> Split:
+        """Cut by each event's own epoch; events of epochs the punctuation closed are late."""
         times = self._times(payload)
         if len(times) == 0:
             return Split([], 0)
         epochs = times // self.length_ms
-        late_mask = epochs <= progress.closed_through if progress.closed_through is not None else None
-        late = int(late_mask.sum()) if late_mask is not None else 0
+        closed = self._closed(progress)
+        late = 0 if closed is None else int((epochs <= closed).sum())
         pieces: list[tuple[int, Payload]] = []
         for epoch in np.unique(epochs).tolist():
-            if progress.is_closed(epoch):
+            if closed is not None and epoch <= closed:
                 continue
             mask = epochs == epoch
             if isinstance(payload, EventPayload):
@@ -122,16 +163,16 @@ class TimeEpochs:
                 pieces.append((epoch, payload))
         accepted = len(times) - late
         progress.seen += accepted
-        if accepted:
-            progress.max_time = max(int(times.max()), progress.max_time or int(times.max()))
+        if pieces:
             first = min(e for e, _ in pieces)
             progress.first_epoch = first if progress.first_epoch is None else min(progress.first_epoch, first)
         return Split(pieces, late)
 
     def closable_through(self, progress: ShardProgress) -> int | None:
-        if progress.max_time is None:
+        """Every epoch ending at or before ``watermark - lateness_ms`` (punctuation only)."""
+        if progress.watermark is None:
             return None
-        return (progress.max_time - self.lateness_ms) // self.length_ms - 1
+        return (progress.watermark - self.lateness_ms) // self.length_ms - 1
 
 
 EpochPolicy = CountEpochs | TimeEpochs

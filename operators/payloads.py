@@ -2,7 +2,8 @@
 
 The events topic carries Avro single-object messages (:mod:`privstream.connectors.avro_codec`):
 ``EventBatch`` (a micro-batch: the fast path, see ``benchmarks/bench_flink.py``), ``Event`` (one
-event), ``UserSetEvent`` (one user's set of ≤ m distinct items, for PAMG) and ``EndMarker`` (a
+event), ``UserSetEvent`` (one user's set of ≤ m distinct items, for PAMG), ``EpochWatermark`` (a
+producer's punctuation: the public event-time clock that closes time epochs) and ``EndMarker`` (a
 producer finished this partition). Everything else, and anything undecodable, is a
 :class:`PayloadError` whose message becomes the dead letter's reason: nothing is dropped silently.
 
@@ -63,7 +64,18 @@ class EndPayload:
     events_sent: int
 
 
-Payload = EventPayload | UserSetPayload | EndPayload
+@dataclass(frozen=True)
+class WatermarkPayload:
+    """Punctuation: no more events with event time < ``watermark_ms`` are accepted (public clock)."""
+
+    producer_id: str
+    watermark_ms: int
+
+    def __len__(self) -> int:
+        return 0
+
+
+Payload = EventPayload | UserSetPayload | EndPayload | WatermarkPayload
 
 
 def _items_array(items: list[object]) -> np.ndarray | list[object]:
@@ -83,6 +95,8 @@ def decode_payload(value: bytes | None, *, user_sets: bool) -> Payload:
         raise PayloadError(f"undecodable: {exc.reason}") from exc
     if name == "EndMarker":
         return EndPayload(str(record["producer_id"]), int(record["events_sent"]))
+    if name == "EpochWatermark":
+        return WatermarkPayload(str(record["producer_id"]), int(record["watermark_ms"]))
     if user_sets:
         if name != "UserSetEvent":
             raise PayloadError(f"unexpected {name} message: a user-level (PAMG) job reads UserSetEvent")

@@ -163,7 +163,7 @@ def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, An
         "epsilon": float(result.epsilon),
         "delta": float(result.delta),
         "mechanism": str(result.mechanism),
-        "neighbour_relation": str(result.neighbour_relation),
+        "neighbour_relation": str(result.neighbour_relation) + getattr(policy, "neighbour_assumption", ""),
         "privacy_unit": str(result.privacy_unit),
         "epoch": epoch,
         "window_start": None if window is None else window[0],

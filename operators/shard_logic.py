@@ -19,7 +19,7 @@ from collections.abc import Iterator, MutableMapping
 from typing import NamedTuple
 
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
-from privstream.operators.payloads import Payload
+from privstream.operators.payloads import Payload, WatermarkPayload
 from privstream.operators.sketch_spec import SketchSpec
 
 
@@ -58,7 +58,13 @@ class ShardSketcher:
         self.progress = progress
 
     def add(self, payload: Payload) -> tuple[list[ShardSketch], int]:
-        """Count one message; returns the epochs it closed and how many of its events were late."""
+        """Count one message; returns the epochs it closed and how many of its events were late.
+
+        A punctuation (``WatermarkPayload``) only advances the shard's clock: it may close epochs
+        (time epochs; count epochs ignore it) and is never counted."""
+        if isinstance(payload, WatermarkPayload):
+            self.progress.punctuate(payload.watermark_ms)
+            return self._close_through(self.policy.closable_through(self.progress)), 0
         split = self.policy.split(payload, self.progress)
         for epoch, piece in split.pieces:
             data = self.store.get(epoch)
@@ -76,10 +82,13 @@ class ShardSketcher:
         return out
 
     def _close_through(self, last: int | None) -> list[ShardSketch]:
-        first = self.progress.first_epoch
-        if last is None or first is None:
+        first, closed = self.progress.first_epoch, self.progress.closed_through
+        if last is None or (closed is not None and last <= closed):
             return []
-        start = first if self.progress.closed_through is None else self.progress.closed_through + 1
+        if first is None:  # nothing counted yet: tell the merge that epochs <= last are closed (empty)
+            self.progress.closed_through = last
+            return [ShardSketch(self.shard, None, None, last)]
+        start = first if closed is None else closed + 1
         out = []
         for epoch in range(start, last + 1):
             data = self.store.pop(epoch, None)

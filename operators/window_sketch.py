@@ -13,7 +13,15 @@ Difference from the keyed-process variant (:mod:`privstream.operators.sketch_ope
 watermark is one for all partitions (it is assigned after the source, in Python), so a partition
 that lags the others by more than ``--lateness`` has its pieces declared late; they are never
 dropped silently — the late side output goes to the dead-letter topic with the original message.
-The keyed-process variant keeps a watermark per shard and supports count epochs.
+The keyed-process variant closes time epochs by the producers' punctuations and supports count epochs.
+
+PRIVACY CAVEAT: Flink's event-time watermark here is data-driven (max event time seen less
+``--lateness``; PyFlink offers no punctuated watermark generator), so ONE event with a far-future
+time advances it, fires earlier windows and makes every later event of those epochs late. Then
+adding/removing one event changes other events' inclusion and the add/remove-one-event (ε, δ)
+guarantee does not hold. The job therefore refuses ``--operator window`` unless the user passes
+``--trust-event-time``, and its releases then state the assumption
+(:data:`privstream.operators.epochs.DATA_DRIVEN_WATERMARK_ASSUMPTION`) in their neighbour relation.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from privstream.operators.payloads import (
     EventPayload,
     PayloadError,
     UserSetPayload,
+    WatermarkPayload,
     decode_payload,
 )
 from privstream.operators.shard_logic import EpochMerger, MergedEpoch, ShardSketch
@@ -70,8 +79,8 @@ class EpochPieces(ProcessFunction):
             )
             yield DEAD_LETTERS, encode("DeadLetter", record)
             return
-        if isinstance(decoded, EndPayload):
-            return  # windows close on the watermark (the final one at the end of a bounded run)
+        if isinstance(decoded, (EndPayload, WatermarkPayload)):
+            return  # windows close on Flink's data-driven watermark (the final one at the end of a bounded run)
         if isinstance(decoded, EventPayload):
             epochs = decoded.times // self.policy.length_ms
             for epoch in np.unique(epochs).tolist():

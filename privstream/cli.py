@@ -14,11 +14,17 @@ import sys
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("privstream.demo", "core demo: a sketch's heavy hitters and a private release vs true counts"),
-    "setup": ("privstream.connectors.setup_cli", "fetch and verify the assets the jobs and tests need (connector jars)"),
+    "setup": (
+        "privstream.connectors.setup_cli",
+        "fetch and verify the assets the jobs and tests need (connector jars)",
+    ),
     "broker": ("privstream.connectors.broker_cli", "start the embedded Kafka-protocol broker on 127.0.0.1"),
     "produce": ("privstream.connectors.produce_cli", "produce synthetic or file events to a Kafka topic"),
     "run": ("privstream.jobs.cli", "run a Flink job (heavy-hitters) locally"),
-    "quickstart": ("privstream.jobs.quickstart", "broker + synthetic stream + heavy-hitters job, all embedded"),
+    "quickstart": (
+        "privstream.jobs.quickstart",
+        "broker + synthetic stream + heavy-hitters job, all embedded",
+    ),
 }
 
 

@@ -105,8 +105,9 @@ class ProducedStream:
 
 
 class PhasedProducer:
-    """Produces the test stream in two phases: the first half of the batches, then the rest and the
-    EndMarkers. Zipf events as EventBatch messages, round robin over partitions (chunk j ->
+    """Produces the test stream in two phases: the first half of the batches and an ``EpochWatermark``
+    punctuation (the first event time of the second half: event times never go back), then the rest
+    and the EndMarkers. Zipf events as EventBatch messages, round robin over partitions (chunk j ->
     partition j % P, which is the producer's round robin), optionally one malformed message."""
 
     def __init__(
@@ -143,13 +144,14 @@ class PhasedProducer:
             )
 
     def stop_offsets(self) -> dict[int, int]:
-        """Offsets after each partition's EndMarker (offsets are contiguous from 0 on a fresh topic)."""
+        """Offsets after each partition's EndMarker (offsets are contiguous from 0 on a fresh topic):
+        the batches, the phase-1 punctuation, the malformed message (if any) and the EndMarker."""
         extra = {self.malformed_partition: 1} if self.malformed_partition is not None else {}
-        return {p: len(b) + extra.get(p, 0) + 1 for p, b in self.stream.batches.items()}
+        return {p: len(b) + 1 + extra.get(p, 0) + 1 for p, b in self.stream.batches.items()}
 
     def first(self) -> None:
         self.producer.send(self.columns.items[: self.half], None, self.columns.event_time_ms[: self.half])
-        self.producer.flush()
+        self.producer.punctuate(int(self.columns.event_time_ms[self.half]))
         if self.malformed_partition is not None:
             self.producer._producer.send(
                 self.stream.topic, value=b"\x00not avro", partition=self.malformed_partition

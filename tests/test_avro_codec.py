@@ -104,6 +104,7 @@ SAMPLES: dict[str, list[dict]] = {
         }
     ],
     "EndMarker": [{"producer_id": "p-1", "events_sent": 12345}],
+    "EpochWatermark": [{"producer_id": "p-1", "watermark_ms": 1_700_000_010_000}],
 }
 
 

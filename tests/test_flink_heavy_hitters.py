@@ -1,7 +1,7 @@
 """The heavy-hitters job on a real Flink MiniCluster against the real embedded Kafka-protocol broker.
 
 All tests share one produced stream (3 partitions × 40 EventBatch messages of 500 Zipf events, one
-malformed message, EndMarkers) and one failure-free reference run (``hh_reference_run``). Noise is
+EpochWatermark punctuation after the first 20, one malformed message, EndMarkers) and one failure-free reference run (``hh_reference_run``). Noise is
 seeded (``--noise-seed``, a test-only option) so releases are reproducible and can be recomputed
 from core; outputs are read with ``read_committed``.
 """
@@ -231,8 +231,9 @@ def test_flink_run_on_standalone_cluster(
 
 
 def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
-    """``--m``: UserSetEvent stream, PAMG per partition, tumbling event-time epochs; the merged
-    sketches equal core's fixed-order ``merge_pamg`` and the user-level ledger composes sequentially."""
+    """``--m``: UserSetEvent stream, PAMG per partition, tumbling event-time epochs closed by
+    ``EpochWatermark`` punctuation; the merged sketches equal core's fixed-order ``merge_pamg``, a user
+    set of an already punctuated epoch is dead-lettered, and the user-level ledger composes sequentially."""
     from privstream.connectors.avro_codec import encode
     from privstream.connectors.clients import kafka_producer
 
@@ -244,9 +245,18 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     rng = np.random.default_rng(5)
     per_partition: dict[int, list[tuple[int, tuple[int, ...]]]] = {0: [], 1: []}
     producer = kafka_producer(flink_broker.bootstrap)
+
+    def punctuate(watermark_ms: int) -> None:  # EventProducer.punctuate, for a raw producer
+        producer.flush()
+        value = encode("EpochWatermark", {"producer_id": "t", "watermark_ms": watermark_ms})
+        for p in range(partitions):
+            producer.send(topic, partition=p, value=value)
+
     for user in range(1200):  # user u at time 25 ms * u: epochs 0, 1, 2 (30 s of event time)
         items = tuple(sorted({int(x) % 60 for x in rng.zipf(1.5, m)}))  # <= m distinct items
         t = 25 * user
+        if user and t % epoch_ms == 0:
+            punctuate(t)  # every earlier user has been sent: epoch t // epoch_ms - 1 closes
         p = user % partitions  # keyed by user: each user in one shard
         per_partition[p].append((t, items))
         producer.send(
@@ -254,6 +264,9 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
             partition=p,
             value=encode("UserSetEvent", {"user_id": user, "items": list(items), "event_time": t}),
         )
+    punctuate(3 * epoch_ms)  # closes epoch 2
+    late = encode("UserSetEvent", {"user_id": 5000, "items": [1], "event_time": 5})  # epoch 0: closed
+    producer.send(topic, partition=0, value=late)
     for p in range(partitions):
         producer.send(topic, partition=p, value=encode("EndMarker", {"producer_id": "t", "events_sent": 600}))
     producer.flush()
@@ -285,16 +298,24 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     assert all(r["mechanism"] != "pmg" and "user" in r["privacy_unit"] for r in out.releases)
     last = max(out.ledger, key=lambda e: e["sequence"])
     assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(3.0)  # sequential composition
+    assert len(out.dead_letters) == 1 and "late" in out.dead_letters[0]["error"]
+    assert out.dead_letters[0]["original_value"] == late
 
 
 def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None:
-    """``--operator window``: tumbling event-time windows whose accumulator is the sketch; the
-    merged epoch sketches equal core's per-(partition, epoch) sketches merged in partition order."""
+    """``--operator window --trust-event-time`` (refused without the flag: its watermark is
+    data-driven): tumbling event-time windows whose accumulator is the sketch; the merged epoch
+    sketches equal core's per-(partition, epoch) sketches merged in partition order; punctuation
+    messages are ignored (not dead-lettered)."""
     from tests.flink_fixtures import fresh_name, job_args, read_outputs, run_job_to_end
 
     epoch_ms = 2000
     prefix = fresh_name("win")
-    run_job_to_end(job_args(hh_stream, prefix, "--operator", "window", "--lateness", "10s", epoch="2s"))
+    run_job_to_end(
+        job_args(
+            hh_stream, prefix, "--operator", "window", "--trust-event-time", "--lateness", "10s", epoch="2s"
+        )
+    )
     per_epoch: dict[int, dict[int, MisraGries]] = {}
     for p in sorted(hh_stream.batches):
         for items, times in zip(hh_stream.batches[p], hh_stream.times[p], strict=True):

@@ -64,6 +64,8 @@ def _args(*extra: str) -> argparse.Namespace:
         (["--total-epsilon", "0.5"], "--total-epsilon"),
         (["--stop-offsets", "0-5"], "--stop-offsets"),
         (["--operator", "window"], "--operator"),
+        (["--operator", "window", "--epoch", "10s"], "--operator"),  # needs --trust-event-time
+        (["--trust-event-time"], "--trust-event-time"),  # only for the window operator
         (["--flink-conf", "novalue"], "--flink-conf"),
         (["--parallelism", "0"], "--parallelism"),
     ],
@@ -80,3 +82,16 @@ def test_valid_config_is_event_level_mg_by_default_and_pamg_with_m() -> None:
     assert config.release.noise_seed is None  # production noise: the CSPRNG
     pamg = config_from_args(_args("--m", "4", "--epoch", "30s"))
     assert pamg.spec.kind == "pamg" and pamg.spec.m == 4 and pamg.policy.length_ms == 30_000
+
+
+def test_window_operator_needs_the_explicit_event_time_trust_flag() -> None:
+    """The window variant closes epochs on Flink's data-driven watermark (one far-future event can
+    make others late), so it is refused unless opted in, and then releases state the assumption."""
+    with pytest.raises(ConfigError, match="--trust-event-time") as info:
+        config_from_args(_args("--operator", "window", "--epoch", "10s"))
+    assert "far-future" in str(info.value)
+    config = config_from_args(_args("--operator", "window", "--epoch", "10s", "--trust-event-time"))
+    assert config.operator == "window"
+    assert config.policy.neighbour_assumption.startswith("; ASSUMES every event arrives within --lateness")
+    process = config_from_args(_args("--epoch", "10s"))
+    assert process.policy.neighbour_assumption == ""  # punctuation-closed epochs need no assumption

@@ -12,8 +12,10 @@ from privstream.operators.epochs import FINAL, CountEpochs, ShardProgress, TimeE
 from privstream.operators.payloads import (
     EndPayload,
     EventPayload,
+    Payload,
     PayloadError,
     UserSetPayload,
+    WatermarkPayload,
     decode_payload,
 )
 from privstream.operators.shard_logic import EpochMerger, ShardSketch, ShardSketcher
@@ -36,6 +38,9 @@ def test_decode_payload_kinds_and_errors() -> None:
     assert end == EndPayload("p", 9)
     user = encode("UserSetEvent", {"user_id": 4, "items": [1, 2], "event_time": 7})
     assert decode_payload(user, user_sets=True) == UserSetPayload(4, (1, 2), 7)
+    punct = encode("EpochWatermark", {"producer_id": "p", "watermark_ms": 5000})
+    for user_sets in (False, True):  # punctuation is accepted by event- and user-level jobs
+        assert decode_payload(punct, user_sets=user_sets) == WatermarkPayload("p", 5000)
     with pytest.raises(PayloadError, match="undecodable"):
         decode_payload(b"garbage", user_sets=False)
     with pytest.raises(PayloadError, match="UserSetEvent"):
@@ -58,16 +63,78 @@ def test_count_epochs_split_batches_at_boundaries() -> None:
         CountEpochs(0)
 
 
-def test_time_epochs_close_on_shard_watermark_and_flag_late_events() -> None:
+def test_time_epochs_close_on_punctuation_never_on_event_times() -> None:
     policy, progress = TimeEpochs(10, lateness_ms=5), ShardProgress()
     split = policy.split(EventPayload(np.array([1, 2, 3]), np.array([0, 12, 16])), progress)
     assert [(e, p.items.tolist()) for e, p in split.pieces] == [(0, [1]), (1, [2, 3])]
-    assert policy.closable_through(progress) == 0  # watermark 11 has passed epoch 0's end (10)
-    progress.closed_through = 0
+    assert policy.closable_through(progress) is None  # event times (up to 16) close nothing
+    progress.punctuate(16)
+    assert policy.closable_through(progress) == 0  # punctuation 16 - lateness 5 = 11 passed epoch 0's end
+    progress.punctuate(3)  # the clock never moves back
+    assert progress.watermark == 16
     late = policy.split(EventPayload(np.array([4, 5]), np.array([9, 25])), progress)
     assert late.late == 1 and [(e, p.items.tolist()) for e, p in late.pieces] == [(2, [5])]
     with pytest.raises(ValueError, match="lateness"):
         TimeEpochs(10, -1)
+
+
+def _events(item: int, n: int, t: int) -> EventPayload:
+    return EventPayload(np.full(n, item, dtype=np.int64), np.full(n, t, dtype=np.int64))
+
+
+def _run_shard(messages: list[Payload], policy: TimeEpochs) -> tuple[dict[int, dict[object, int]], int]:
+    """Feed one shard; ``({epoch: counters of its closed sketch}, late events)`` after the end."""
+    sketcher = ShardSketcher(0, SketchSpec("mg", 8), policy, {}, ShardProgress())
+    closed: list[ShardSketch] = []
+    late = 0
+    for message in messages:
+        out, n_late = sketcher.add(message)
+        closed += out
+        late += n_late
+    closed += sketcher.finish()
+    return {s.epoch: load_sketch(s.data).counters() for s in closed if s.data is not None}, late
+
+
+def test_far_future_event_cannot_make_other_events_late() -> None:
+    """The privacy review's example (HIGH): TimeEpochs(1000), 50 x item 7 @ t=10, then 50 x item 7
+    @ t=20. Inserting ONE event (item 3 @ t=10000) between the batches used to advance the event-time
+    watermark, close epoch 0 and drop the second batch (epoch 0 = {7: 50}). Epochs now close only on
+    punctuation, so epoch 0 = {7: 100} both ways and the one event changes only its own epoch (10)."""
+    policy = TimeEpochs(1000)
+    first, second, far = _events(7, 50, 10), _events(7, 50, 20), _events(3, 1, 10_000)
+    punct, straggler = WatermarkPayload("clock", 1000), _events(7, 1, 30)
+    without, late_without = _run_shard([first, second, punct, straggler], policy)
+    with_far, late_with = _run_shard([first, far, second, punct, straggler], policy)
+    assert without[0] == with_far[0] == {7: 100}
+    # an event of an epoch already closed by punctuation is late (dead-lettered), either way
+    assert late_without == late_with == 1
+    # add/remove one event changes exactly one epoch's sketch, by exactly that event
+    changed = {e for e in set(without) | set(with_far) if without.get(e, {}) != with_far.get(e, {})}
+    assert changed == {10} and with_far[10] == {3: 1}
+
+
+def test_punctuation_before_any_event_closes_epochs_for_the_merge() -> None:
+    """A shard that has counted nothing still reports progress on punctuation (so the merge need not
+    wait for it), and later events of the punctuated epochs are late regardless of earlier events."""
+    policy = TimeEpochs(1000)
+    sketcher = ShardSketcher(0, SketchSpec("mg", 8), policy, {}, ShardProgress())
+    out, late = sketcher.add(WatermarkPayload("clock", 3000))
+    assert out == [ShardSketch(0, None, None, 2)] and late == 0
+    out, late = sketcher.add(EventPayload(np.array([1, 2]), np.array([500, 3500])))
+    assert out == [] and late == 1  # epoch 0 is closed: only the event of epoch 3 counts
+    out, _ = sketcher.add(WatermarkPayload("clock", 4000))
+    assert [(s.epoch, load_sketch(s.data).counters()) for s in out] == [(3, {2: 1})]
+    merger = EpochMerger(2, SketchSpec("mg", 8))
+    assert merger.add(ShardSketch(1, None, None, 3)) == []  # shard 1: progress only, through epoch 3
+    merged = merger.add(out[0])
+    assert [(m.epoch, load_sketch(m.data).counters()) for m in merged] == [(3, {2: 1})]
+
+
+def test_count_epochs_ignore_punctuation() -> None:
+    sketcher = ShardSketcher(0, SketchSpec("mg", 8), CountEpochs(4), {}, ShardProgress())
+    assert sketcher.add(WatermarkPayload("clock", 10**12)) == ([], 0)
+    out, late = sketcher.add(EventPayload(np.arange(5), np.zeros(5, dtype=np.int64)))
+    assert late == 0 and [s.epoch for s in out] == [0]
 
 
 def _core_epoch_sketches(batches: list[np.ndarray], size: int, k: int) -> list[MisraGries]:
@@ -156,3 +223,27 @@ def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
         ShardSketcher(0, spec, policy, {}, ShardProgress()).add(UserSetPayload(1, (1, 2, 3), 0))
     with pytest.raises(ValueError, match="m:"):
         SketchSpec("pamg", 4, 4)
+
+
+def test_release_record_states_the_window_variant_assumption() -> None:
+    """``--operator window --trust-event-time``: the release's neighbour relation carries the
+    data-driven-watermark assumption; punctuation-closed epochs carry none."""
+    from types import SimpleNamespace
+
+    from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
+    from privstream.operators.release_logic import release_record
+
+    result = SimpleNamespace(
+        items=((7, 3),),
+        epsilon=1.0,
+        delta=1e-6,
+        mechanism="gshm",
+        neighbour_relation="add/remove one event",
+        privacy_unit="event",
+        error_bound=5.0,
+    )
+    window = TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION)
+    assert release_record(result, 0, TimeEpochs(1000))["neighbour_relation"] == "add/remove one event"
+    assert release_record(result, 0, window)["neighbour_relation"] == (
+        "add/remove one event" + DATA_DRIVEN_WATERMARK_ASSUMPTION
+    )

@@ -191,12 +191,21 @@ def _produce_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _produce_generated(
+    bootstrap: str, topic: str, generator: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """5000 generated events (seed 3, chunks of 1000) through ``privstream produce``."""
+    return _produce_cli(
+        "--bootstrap", bootstrap, "--topic", topic, "--generator", generator, "--count", "5000", "--seed", "3",
+        "--chunk", "1000", *extra,
+    )  # fmt: skip
+
+
 def test_produce_cli_generator(kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]) -> None:
     topic = unique_topic(partitions=2)
-    result = _produce_cli(
-        "--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--generator", "gaussian", "--count", "5000",
-        "--seed", "3", "--users", "10", "--batch", "500", "--key", "user", "--chunk", "1000",
-    )  # fmt: skip
+    result = _produce_generated(
+        kafka_broker.bootstrap, topic, "gaussian", "--users", "10", "--batch", "500", "--key", "user"
+    )
     assert result.returncode == 0, result.stderr
     assert "produced 5000 events" in result.stderr
     with EventConsumer(kafka_broker.bootstrap, topic) as consumer:
@@ -230,3 +239,46 @@ def test_produce_cli_fails_fast_on_bad_input(kafka_broker: EmbeddedBroker) -> No
     assert no_count.returncode == 2 and "count" in no_count.stderr
     unreachable = _produce_cli("--bootstrap", "127.0.0.1:1", "--generator", "zipf", "--count", "10")
     assert unreachable.returncode == 2 and "127.0.0.1:1 is unreachable" in unreachable.stderr
+
+
+def test_produce_cli_punctuates_every_partition_by_event_time(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """``--punctuate-every``: ``EpochWatermark`` messages on every partition, non-decreasing, never
+    ahead of an event sent after them, the last one at the largest event time; consumers skip them."""
+    import time
+
+    topic = unique_topic(partitions=2)
+    result = _produce_generated(
+        kafka_broker.bootstrap,
+        topic,
+        "zipf",
+        "--rate",
+        "10000",
+        "--batch",
+        "250",
+        "--punctuate-every",
+        "100ms",
+    )
+    assert result.returncode == 0, result.stderr
+    with RecordConsumer(kafka_broker.bootstrap, topic, dead_letters=False) as consumer:
+        records, deadline = [], time.monotonic() + 30
+        while sum(r.schema == "EndMarker" for r in records) < 2 and time.monotonic() < deadline:
+            records += consumer.poll(timeout_ms=200)
+    max_time = max(e["event_time"] for r in records if r.schema == "EventBatch" for e in r.value["events"])
+    for partition in (0, 1):
+        watermark, marks = None, []
+        for rec in (r for r in records if r.partition == partition):
+            if rec.schema == "EpochWatermark":
+                watermark = rec.value["watermark_ms"]
+                marks.append(watermark)
+            elif rec.schema == "EventBatch" and watermark is not None:
+                assert min(e["event_time"] for e in rec.value["events"]) >= watermark  # none is late
+        assert len(marks) >= 3 and marks == sorted(marks) and marks[-1] == max_time
+    with EventConsumer(kafka_broker.bootstrap, topic) as events:
+        assert len(events.read(until_end=True, timeout_s=30)) == 5000 and events.dead_lettered == 0
+    bad = _produce_cli(
+        "--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--generator", "zipf", "--count", "10",
+        "--punctuate-every", "ten",
+    )  # fmt: skip
+    assert bad.returncode == 2 and "punctuate-every" in bad.stderr
