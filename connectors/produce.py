@@ -178,7 +178,9 @@ class EventProducer(ProducerHandle):
 
     def punctuate(self, watermark_ms: int, timeout: float | None = None) -> None:
         """Flush, then write an ``EpochWatermark`` (no more events with event time < ``watermark_ms``)
-        to every partition. The flush keeps every event sent before it ahead of the punctuation."""
+        to every partition. The flush keeps every event sent before it ahead of the punctuation.
+        Time-epoch jobs start a partition's epochs at its first punctuation (punctuate before the
+        first event) and release, at the end, only epochs ending by its last one."""
         if isinstance(watermark_ms, bool) or not isinstance(watermark_ms, (int, np.integer)):
             raise TypeError(f"watermark_ms: must be an int (ms), got {watermark_ms!r}")
         self.flush(timeout)

@@ -13,11 +13,14 @@ that look like integers are sent as longs. Generator parameters (``--param unive
 unless ``--no-end-marker``.
 
 ``--punctuate-every 10s`` feeds jobs with time epochs (``privstream run heavy-hitters --epoch 10s``),
-which close epochs only on ``EpochWatermark`` punctuations, never on event times: whenever the event
-time sent so far has advanced by the duration, the producer punctuates ``T - --punctuate-lag`` where T
-is the largest event time sent (and once more at the end). Generated times never go back, so lag 0
-is right for ``--generator``; files with out-of-order times need a lag covering their disorder
-(events older than an earlier punctuation are counted and reported: the job dead-letters them).
+which start and close epochs only on ``EpochWatermark`` punctuations, never on event times. The
+producer's clock ticks at multiples of the duration: one tick before the first event (at or below
+its time less ``--punctuate-lag``), then whenever the largest event time sent less the lag passes a
+tick, and once after the last event (the next tick: nothing more arrives). Use the job's epoch
+length (or a multiple of it) so that final tick closes the last epoch. Generated times never go
+back, so lag 0 is right for ``--generator``; files with out-of-order times need a lag covering
+their disorder (events older than an earlier punctuation are counted and reported: the job
+dead-letters them).
 """
 
 from __future__ import annotations
@@ -61,8 +64,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--punctuate-every",
         default=None,
         metavar="DURATION",
-        help="write an EpochWatermark to every partition each DURATION of event time (e.g. 10s); "
-        "time-epoch jobs close epochs only on these",
+        help="event-time clock: EpochWatermarks to every partition at multiples of DURATION (use the "
+        "job's --epoch, e.g. 10s); time-epoch jobs start and close epochs only on these",
     )
     parser.add_argument(
         "--punctuate-lag",
@@ -190,16 +193,28 @@ def _file_chunks(args: argparse.Namespace, limit: int | None) -> Iterator[Any]:
 
 
 class _Punctuator:
-    """Event-time punctuation of a producer: ``EpochWatermark(T - lag)`` each ``every_ms`` of event time."""
+    """A producer's event-time clock: ``EpochWatermark`` ticks at multiples of ``every_ms``.
+
+    Before the first chunk: the tick at or below its earliest time less the lag (time-epoch jobs
+    start their epochs there). After each chunk: the highest tick at or below the largest time sent
+    less the lag. At the end: the first tick after every time sent (nothing more arrives, so no lag),
+    which closes the last epoch when ``every_ms`` is a multiple of the job's epoch length."""
 
     def __init__(self, producer: Any, every_ms: int, lag_ms: int) -> None:
         self.producer = producer
         self.every_ms = every_ms
         self.lag_ms = lag_ms
         self.max_time: int | None = None
-        self.next_at: int | None = None
         self.last: int | None = None  #: last punctuation written
         self.behind = 0  #: events sent with a time below an earlier punctuation (the job drops them)
+
+    def _tick(self, time_ms: int) -> int:
+        return time_ms // self.every_ms * self.every_ms
+
+    def before(self, times: Any) -> None:
+        """Call before sending each chunk with its event times."""
+        if self.last is None and len(times):
+            self._punctuate(self._tick(int(times.min()) - self.lag_ms))
 
     def after(self, times: Any) -> None:
         """Call after each sent chunk with its event times."""
@@ -209,16 +224,13 @@ class _Punctuator:
             self.behind += int((times < self.last).sum())
         top = int(times.max())
         self.max_time = top if self.max_time is None else max(self.max_time, top)
-        if self.next_at is None:
-            self.next_at = int(times.min()) + self.every_ms
-        if self.max_time >= self.next_at:
-            self.punctuate()
-            self.next_at = self.max_time + self.every_ms
+        self._punctuate(self._tick(self.max_time - self.lag_ms))
 
-    def punctuate(self) -> None:
-        if self.max_time is None:
-            return
-        watermark = self.max_time - self.lag_ms
+    def end(self) -> None:
+        if self.max_time is not None:
+            self._punctuate(self._tick(self.max_time) + self.every_ms)
+
+    def _punctuate(self, watermark: int) -> None:
         if self.last is None or watermark > self.last:
             self.producer.punctuate(watermark)
             self.last = watermark
@@ -272,6 +284,8 @@ def _produce(args: argparse.Namespace) -> int:
     ) as producer:
         punctuator = None if every_ms is None else _Punctuator(producer, every_ms, lag_ms)
         for columns in chunks:
+            if punctuator is not None:
+                punctuator.before(columns.event_time_ms)
             sent += producer.send_columns(columns)
             if punctuator is not None:
                 punctuator.after(columns.event_time_ms)
@@ -289,7 +303,7 @@ def _produce(args: argparse.Namespace) -> int:
                     flush=True,
                 )
         if punctuator is not None:
-            punctuator.punctuate()
+            punctuator.end()
             if punctuator.behind:
                 print(
                     f"privstream produce: WARNING {punctuator.behind} events were older than an earlier "

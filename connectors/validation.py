@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 
+from privstream.sketches.validation import check_int
+
 
 def require_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
-    """``value`` as an int in ``[minimum, maximum]``; ValueError naming ``name`` otherwise (bool is not an int)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: must be an int, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f" and <= {maximum}"
-        raise ValueError(f"{name}: must be >= {minimum}{upper}, got {value!r}")
-    return value
+    """``value`` as an int in ``[minimum, maximum]``; ValueError naming ``name`` otherwise (bool is
+    not an int): :func:`~privstream.sketches.validation.check_int`, its TypeError as ValueError."""
+    try:
+        return check_int(name, value, minimum=minimum, below=None if maximum is None else maximum + 1)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")

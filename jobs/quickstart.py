@@ -139,21 +139,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_releases(bootstrap: str) -> list[dict]:
-    from kafka import TopicPartition
-    from privstream.connectors.avro_codec import decode
-    from privstream.connectors.clients import kafka_consumer
+def _read_releases(bootstrap: str, idle_s: float = 2.0) -> list[dict]:
+    """The committed records of every partition of ``releases``, read until idle for ``idle_s``."""
+    from privstream.connectors.consume import RecordConsumer
 
-    consumer = kafka_consumer(bootstrap, isolation_level="read_committed")
-    try:
-        tp = TopicPartition("releases", 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
+    with RecordConsumer(
+        bootstrap, "releases", start="earliest", dead_letters=False, isolation_level="read_committed"
+    ) as consumer:
         out, idle_since = [], time.monotonic()
-        while time.monotonic() - idle_since < 2.0:
-            for records in consumer.poll(timeout_ms=200).values():
-                out.extend(decode(r.value)[1] for r in records)
+        while time.monotonic() - idle_since < idle_s:
+            records = consumer.poll(timeout_ms=200)
+            if records:
+                out.extend(r.value for r in records)
                 idle_since = time.monotonic()
         return out
-    finally:
-        consumer.close()

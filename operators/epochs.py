@@ -27,7 +27,13 @@ per epoch, and disjoint epochs compose in parallel. The split is deterministic o
 the punctuations are messages in the same log as the events. Punctuations are *not* private
 data: whoever writes them (a trusted clock/producer) must not derive them from individual events.
 
-At the end of the input (bounded run or an ``EndMarker``) every open epoch closes.
+Which epochs a shard releases is public too. Count epochs: 0 up to the one holding the last
+event (the stream length is public under their relation). Time epochs start at the shard's FIRST
+punctuation (epochs it already closes are never released; events read before it are dead-lettered)
+and end at its LAST: at the end of the input (bounded run or ``EndMarker``) the epochs ending at or
+before the last punctuation close (lateness no longer matters: nothing more arrives), and later
+epochs are not released. So one far-future or far-past event adds no release, and the empty epochs
+in between are released as empty sketches.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ FINAL = 2**62
 #: whose epochs close on Flink's data-driven watermark, not on punctuation.
 DATA_DRIVEN_WATERMARK_ASSUMPTION = (
     "; ASSUMES every event arrives within --lateness of the maximum event time seen "
-    "(data-driven watermark): otherwise one event can make others late"
+    "(data-driven watermark): otherwise one event can make others late; which epochs are "
+    "released also depends on which contain events"
 )
 
 
@@ -55,7 +62,7 @@ class ShardProgress:
 
     seen: int = 0  #: events (or user sets) accepted
     watermark: int | None = None  #: largest punctuation (``EpochWatermark``) read by this shard (ms)
-    first_epoch: int | None = None  #: first epoch this shard touched
+    first_epoch: int | None = None  #: this shard's first epoch (count: 0; time: set by the first punctuation)
     closed_through: int | None = None  #: every epoch <= this is closed and emitted
 
     def to_bytes(self) -> bytes:
@@ -75,10 +82,11 @@ class ShardProgress:
 
 @dataclass(frozen=True)
 class Split:
-    """A message cut by epoch: ``pieces`` to count, ``late`` events of closed epochs (dropped)."""
+    """A message cut by epoch: ``pieces`` to count; ``late`` events not counted, and why."""
 
     pieces: list[tuple[int, Payload]]
     late: int
+    late_reason: str = ""
 
 
 class CountEpochs:
@@ -89,8 +97,22 @@ class CountEpochs:
             raise ValueError(f"epoch_events: must be an int >= 1, got {size!r}")
         self.size = size
 
+    #: Count epochs cut by position, so their guarantee is for replacing one record: its remove +
+    #: add, calibrated by group privacy (Lebeda-Tetek Lemma 8.1, g = 2).
+    group_size = 2
+
     def describe(self) -> str:
         return f"count:{self.size}"
+
+    def neighbour_relation(self, mechanism_relation: str, record: str) -> str:
+        """Adding or removing one record would shift every later epoch (and the number of epochs
+        would reveal n), so the release holds for *replacing* one record, stream lengths public,
+        which changes one epoch by remove + add; ``mechanism_relation`` (add/remove) is replaced."""
+        return (
+            f"replace one {record} at a fixed position of one shard's stream; stream lengths public "
+            "(count epochs cut each shard by position, so only that record's epoch changes; calibrated "
+            "for its remove + add by group privacy, Lebeda-Tetek Lemma 8.1)"
+        )
 
     def split(self, payload: Payload, progress: ShardProgress) -> Split:
         n = len(payload)
@@ -111,6 +133,10 @@ class CountEpochs:
         last_full = progress.seen // self.size - 1
         return last_full if last_full >= 0 else None
 
+    def final_through(self, progress: ShardProgress) -> int | None:
+        """End of input: through the epoch of the last event (the partial one included)."""
+        return (progress.seen - 1) // self.size if progress.seen else None
+
 
 class TimeEpochs:
     """Tumbling event-time epochs of ``length_ms``, closed by punctuation less ``lateness_ms``.
@@ -129,50 +155,52 @@ class TimeEpochs:
         self.lateness_ms = lateness_ms
         self.neighbour_assumption = neighbour_assumption
 
+    #: One event changes one epoch (its own): no group privacy needed.
+    group_size = 1
+
     def describe(self) -> str:
         return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"
+
+    def neighbour_relation(self, mechanism_relation: str, record: str) -> str:
+        """The mechanism's add/remove relation, plus the window variant's assumption (if any)."""
+        return mechanism_relation + self.neighbour_assumption
 
     def _times(self, payload: Payload) -> np.ndarray:
         if isinstance(payload, EventPayload):
             return payload.times
         return np.array([getattr(payload, "time", 0)], dtype=np.int64)
 
-    def _closed(self, progress: ShardProgress) -> int | None:
-        """Highest closed epoch: by the punctuation watermark (or already emitted), else None."""
-        by_clock = self.closable_through(progress)
-        if progress.closed_through is None:
-            return by_clock
-        return progress.closed_through if by_clock is None else max(by_clock, progress.closed_through)
-
     def split(self, payload: Payload, progress: ShardProgress) -> Split:
-        """Cut by each event's own epoch; events of epochs the punctuation closed are late."""
+        """Cut by each event's own epoch. Before the shard's first punctuation no epoch has started
+        (``closed_through`` is None): every event is early; after it, events of closed epochs are late."""
         times = self._times(payload)
         if len(times) == 0:
             return Split([], 0)
+        closed = progress.closed_through
+        if closed is None:
+            return Split([], len(times), "before this partition's first EpochWatermark punctuation")
         epochs = times // self.length_ms
-        closed = self._closed(progress)
-        late = 0 if closed is None else int((epochs <= closed).sum())
+        late = int((epochs <= closed).sum())
         pieces: list[tuple[int, Payload]] = []
-        for epoch in np.unique(epochs).tolist():
-            if closed is not None and epoch <= closed:
-                continue
+        for epoch in np.unique(epochs[epochs > closed]).tolist():
             mask = epochs == epoch
             if isinstance(payload, EventPayload):
                 pieces.append((epoch, payload if bool(mask.all()) else payload.select(mask)))
             else:
                 pieces.append((epoch, payload))
-        accepted = len(times) - late
-        progress.seen += accepted
-        if pieces:
-            first = min(e for e, _ in pieces)
-            progress.first_epoch = first if progress.first_epoch is None else min(progress.first_epoch, first)
-        return Split(pieces, late)
+        progress.seen += len(times) - late
+        return Split(pieces, late, f"of epochs already closed by punctuation (<= {closed})" if late else "")
 
     def closable_through(self, progress: ShardProgress) -> int | None:
         """Every epoch ending at or before ``watermark - lateness_ms`` (punctuation only)."""
         if progress.watermark is None:
             return None
         return (progress.watermark - self.lateness_ms) // self.length_ms - 1
+
+    def final_through(self, progress: ShardProgress) -> int | None:
+        """End of input: every epoch ending at or before the last punctuation (no lateness: nothing
+        more arrives); later epochs are not released."""
+        return None if progress.watermark is None else progress.watermark // self.length_ms - 1
 
 
 EpochPolicy = CountEpochs | TimeEpochs

@@ -17,19 +17,23 @@ Noise (restarts): each epoch's noise comes from a :class:`~privstream.noise.rng.
 keyed by a 256-bit secret drawn once from the OS CSPRNG and kept in the release operator's
 checkpointed state. An epoch replayed after a failure therefore redraws identical noise on an
 identical merged sketch, so a release left behind in an aborted Kafka transaction equals its
-committed replay and a ``read_uncommitted`` reader learns nothing more. Only tests pass
+committed replay and a ``read_uncommitted`` reader learns nothing more. The source's context
+binds the epoch, a SHA-256 of the merged sketch and every release parameter, so a replay that is
+*not* identical (other options after a restore, other data) draws independent noise, never the
+same noise on a different input (whose difference would reveal exact counts). Only tests pass
 ``noise_seed`` (a public per-epoch :class:`~privstream.noise.rng.SeededRandomSource`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
-from privstream.operators.epochs import CountEpochs, EpochPolicy, TimeEpochs
+from privstream.operators.epochs import EpochPolicy, TimeEpochs
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
@@ -82,12 +86,21 @@ class EpochReleaser:
             total = Budget(config.total_epsilon, config.total_delta)
             self.ledger = PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
 
-    def _rng(self, epoch: int) -> RandomSource | None:
+    def _rng(self, merged: MergedEpoch) -> RandomSource | None:
+        """The epoch's noise source. The keyed source's context binds the epoch, the exact merged
+        sketch and every release parameter: only an identical replay redraws identical noise, and a
+        replay that differs in anything (changed options after a restore, other data) gets
+        independent noise, never the same noise on different inputs."""
         if self.config.noise_seed is not None:  # tests only
-            return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{epoch}")
-        if self.noise_key is not None:  # secret key from the CSPRNG, kept in checkpointed state
-            return KeyedRandomSource(self.noise_key, f"heavy-hitters epoch {epoch}")
-        return None  # the release entry point then uses the CSPRNG
+            return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{merged.epoch}")
+        if self.noise_key is None:
+            return None  # the release entry point then uses the CSPRNG
+        context = (
+            f"heavy-hitters epoch {merged.epoch} sketch {hashlib.sha256(merged.data).hexdigest()} "
+            f"mechanism {self.config.mechanism} epsilon {self.config.epsilon!r} delta {self.config.delta!r} "
+            f"group {self.policy.group_size} ledger {self.ledger.ledger_id}"
+        )
+        return KeyedRandomSource(self.noise_key, context)  # key: CSPRNG secret in checkpointed state
 
     def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes]:
         """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
@@ -100,30 +113,21 @@ class EpochReleaser:
                 sketch,
                 budget,
                 mechanism=self.config.mechanism,
-                rng=self._rng(merged.epoch),
+                rng=self._rng(merged),
                 epoch=merged.epoch,
                 ledger=self.ledger,
                 label="heavy-hitters",
-                group_size=2 if isinstance(self.policy, CountEpochs) else 1,
+                group_size=self.policy.group_size,
             )
         except BudgetExceeded as exc:
             print(f"privstream: release of epoch {merged.epoch} refused: {exc}", file=sys.stderr)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
-        if isinstance(self.policy, CountEpochs):
-            result = replace(result, neighbour_relation=self._count_epoch_relation())
-        record = release_record(result, merged.epoch, self.policy)
-        return encode("Release", record), self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
-
-    def _count_epoch_relation(self) -> str:
-        """Count epochs cut each shard's stream by position, so adding or removing one record would
-        shift every later epoch (and the number of epochs would reveal n): their guarantee is for
-        *replacing* one record, stream lengths public, which changes one epoch by remove + add."""
         record = "user set" if self.spec.user_sets else "event"
-        return (
-            f"replace one {record} at a fixed position of one shard's stream; stream lengths public "
-            "(count epochs cut each shard by position, so only that record's epoch changes; calibrated "
-            "for its remove + add by group privacy, Lebeda-Tetek Lemma 8.1)"
+        result = replace(
+            result, neighbour_relation=self.policy.neighbour_relation(result.neighbour_relation, record)
         )
+        entry = self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
+        return encode("Release", release_record(result, merged.epoch, self.policy)), entry
 
     def _ledger_entry(self, what: str) -> bytes:
         spent, total = self.ledger.spent(), self.ledger.total
@@ -163,7 +167,7 @@ def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, An
         "epsilon": float(result.epsilon),
         "delta": float(result.delta),
         "mechanism": str(result.mechanism),
-        "neighbour_relation": str(result.neighbour_relation) + getattr(policy, "neighbour_assumption", ""),
+        "neighbour_relation": str(result.neighbour_relation),
         "privacy_unit": str(result.privacy_unit),
         "epoch": epoch,
         "window_start": None if window is None else window[0],

@@ -52,6 +52,8 @@ class ReleaseFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
         self.noise_key = runtime_context.get_state(ValueStateDescriptor("noise-key", BYTES))
+        # Reconciled with the restored ledger once per open(); open() runs again after every restore.
+        self._pending_initial: bytes | None = self.initial_ledger
 
     def _noise_key(self) -> bytes:
         """The secret key of this job's replay-stable noise (drawn once from the CSPRNG, checkpointed)."""
@@ -61,15 +63,20 @@ class ReleaseFunction(KeyedProcessFunction):
             self.noise_key.update(key)
         return bytes(key)
 
+    def _ledger(self) -> bytes | None:
+        """The stored ledger, reconciled with ``initial_ledger`` on the first release after open()."""
+        value = self.ledger.value()
+        stored = None if value is None else bytes(value)
+        if self._pending_initial is None:
+            return stored
+        reconciled = reconcile_ledgers(stored, self._pending_initial)
+        self._pending_initial = None
+        return reconciled
+
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         merged = MergedEpoch(*value)
-        stored = self.ledger.value()
         releaser = EpochReleaser(
-            self.config,
-            self.spec,
-            self.policy,
-            reconcile_ledgers(None if stored is None else bytes(stored), self.initial_ledger),
-            noise_key=self._noise_key(),
+            self.config, self.spec, self.policy, self._ledger(), noise_key=self._noise_key()
         )
         if self.expose_sketches:
             yield SKETCHES, self._snapshot(merged)

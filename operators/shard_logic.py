@@ -56,6 +56,8 @@ class ShardSketcher:
         self.policy = policy
         self.store = store
         self.progress = progress
+        self.unreleased_events = 0  #: counted, but in epochs after the final one (see finish)
+        self.late_reason = ""  #: why the last message's late events were not counted
 
     def add(self, payload: Payload) -> tuple[list[ShardSketch], int]:
         """Count one message; returns the epochs it closed and how many of its events were late.
@@ -66,6 +68,7 @@ class ShardSketcher:
             self.progress.punctuate(payload.watermark_ms)
             return self._close_through(self.policy.closable_through(self.progress)), 0
         split = self.policy.split(payload, self.progress)
+        self.late_reason = split.late_reason
         for epoch, piece in split.pieces:
             data = self.store.get(epoch)
             sketch = self.spec.load(data) if data is not None else self.spec.new()
@@ -74,30 +77,31 @@ class ShardSketcher:
         return self._close_through(self.policy.closable_through(self.progress)), split.late
 
     def finish(self) -> list[ShardSketch]:
-        """End of input: close every open epoch and mark the shard final."""
-        open_epochs = [e for e in self.store.keys() if not self.progress.is_closed(e)]
-        out = self._close_through(max(open_epochs)) if open_epochs else []
+        """End of input: close through the policy's public final epoch, drop what lies beyond it
+        (counted in ``unreleased_events``) and mark the shard final."""
+        out = self._close_through(self.policy.final_through(self.progress))
+        for epoch in list(self.store.keys()):
+            self.unreleased_events += self.spec.load(self.store.pop(epoch)).n
         self.progress.closed_through = FINAL
         out.append(ShardSketch(self.shard, None, None, FINAL))
         return out
 
     def _close_through(self, last: int | None) -> list[ShardSketch]:
-        first, closed = self.progress.first_epoch, self.progress.closed_through
+        """Emit epochs ``first_epoch..last`` not yet closed, empty ones included. A shard with no
+        epoch yet (time epochs: its first punctuation) starts after ``last`` and only reports
+        progress, so the merge need not wait for it."""
+        closed = self.progress.closed_through
         if last is None or (closed is not None and last <= closed):
             return []
-        if first is None:  # nothing counted yet: tell the merge that epochs <= last are closed (empty)
-            self.progress.closed_through = last
-            return [ShardSketch(self.shard, None, None, last)]
-        start = first if closed is None else closed + 1
+        if self.progress.first_epoch is None:
+            self.progress.first_epoch = last + 1
+        start = self.progress.first_epoch if closed is None else max(self.progress.first_epoch, closed + 1)
         out = []
         for epoch in range(start, last + 1):
             data = self.store.pop(epoch, None)
-            if data is None:
-                data = self.spec.new().to_bytes()
-            out.append(ShardSketch(self.shard, epoch, data, epoch))
-        if out:
-            self.progress.closed_through = last
-        return out
+            out.append(ShardSketch(self.shard, epoch, data or self.spec.new().to_bytes(), epoch))
+        self.progress.closed_through = last
+        return out or [ShardSketch(self.shard, None, None, last)]
 
 
 class MergeState(NamedTuple):

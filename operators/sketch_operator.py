@@ -13,6 +13,7 @@ same for one partition of an unbounded run).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -59,6 +60,18 @@ class _MapStateStore(MutableMapping[int, bytes]):
         return sum(1 for _ in self._state.keys())
 
 
+def _finish(sketcher: ShardSketcher) -> list[ShardSketch]:
+    """End of a shard's input; says (in the TaskManager log) what lay after its last released epoch."""
+    out = sketcher.finish()
+    if sketcher.unreleased_events:
+        print(
+            f"privstream: partition {sketcher.shard}: {sketcher.unreleased_events} events counted in epochs "
+            "after the last punctuation were not released (punctuate past an epoch's end to release it)",
+            file=sys.stderr,
+        )
+    return out
+
+
 class ShardSketchFunction(KeyedProcessFunction):
     """Per-shard epoch sketches; emits :class:`ShardSketch` tuples when epochs close."""
 
@@ -101,7 +114,7 @@ class ShardSketchFunction(KeyedProcessFunction):
             yield self._dead_letter(payload, str(exc), shard, offset)
             return
         if isinstance(decoded, EndPayload):
-            out = sketcher.finish()
+            out = _finish(sketcher)
         else:
             try:
                 out, late = sketcher.add(decoded)
@@ -110,11 +123,7 @@ class ShardSketchFunction(KeyedProcessFunction):
                 return
             if late:
                 yield self._dead_letter(
-                    payload,
-                    f"{late} late event(s) of already closed epochs (<= {sketcher.progress.closed_through}) "
-                    f"not counted",
-                    shard,
-                    offset,
+                    payload, f"{late} late event(s) {sketcher.late_reason}: not counted", shard, offset
                 )
         self.progress.update(sketcher.progress.to_bytes())
         yield from out
@@ -124,6 +133,6 @@ class ShardSketchFunction(KeyedProcessFunction):
         sketcher = self._sketcher(int(ctx.get_current_key()))
         if sketcher.progress.closed_through == FINAL:
             return
-        out = sketcher.finish()
+        out = _finish(sketcher)
         self.progress.update(sketcher.progress.to_bytes())
         yield from out

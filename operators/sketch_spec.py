@@ -24,6 +24,7 @@ from privstream.sketches import (
     MisraGries,
     PrivacyAwareMisraGries,
     StandardMisraGries,
+    check_user_items,
     load_sketch,
     merge_misra_gries,
     merge_pamg,
@@ -79,8 +80,10 @@ class SketchSpec:
         """Raise ValueError (naming m) unless ``items`` are at most m distinct items."""
         if self.m is None:
             raise ValueError("m: this job is event-level (MG); user sets need --m")
-        if len(set(items)) != len(items) or len(items) > self.m:
-            raise ValueError(f"m: a user set must hold at most m={self.m} distinct items, got {len(items)}")
+        try:
+            check_user_items(self.m, items)
+        except ValueError as exc:
+            raise ValueError(f"m: {exc}") from exc
 
     def update(self, sketch: ShardSketchT, piece: Payload) -> None:
         """Feed one epoch's slice of a message (a batch of events, or one user's set)."""

@@ -15,7 +15,18 @@ from privstream.accounting import Budget, PrivacyLedger
 from privstream.mechanisms import release
 from privstream.noise.rng import SeededRandomSource
 from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
-from tests.flink_fixtures import JobOutputs, ProducedStream
+from tests.flink_fixtures import (
+    JobOutputs,
+    PhasedProducer,
+    ProducedStream,
+    create_topic,
+    fresh_name,
+    job_args,
+    read_outputs,
+    read_topic,
+    run_job_to_end,
+    start_job,
+)
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
@@ -111,15 +122,6 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     """The sketch operator throws once mid-stream, after epoch 0's release was committed (restart
     strategy on): the restored job's committed outputs equal the failure-free run's — same merged
     sketches, each epoch released exactly once, the ledger charged once per epoch."""
-    from tests.flink_fixtures import (
-        PhasedProducer,
-        fresh_name,
-        job_args,
-        read_outputs,
-        read_topic,
-        start_job,
-    )
-
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("fail-events"))  # same data as hh_stream
     phased.first()  # 10000 events per shard: epoch 0 closes
     marker, prefix = tmp_path / "failed-once", fresh_name("fail")
@@ -152,15 +154,6 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
     together the two runs publish exactly the failure-free releases, each epoch once."""
     from privstream.jobs.savepoints import stop_with_savepoint
 
-    from tests.flink_fixtures import (
-        PhasedProducer,
-        fresh_name,
-        job_args,
-        read_outputs,
-        read_topic,
-        start_job,
-    )
-
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("sp-events"))
     phased.first()
     prefix = fresh_name("sp")
@@ -191,8 +184,6 @@ def test_flink_run_on_standalone_cluster(
 ) -> None:
     """``bin/flink run -py jobs/heavy_hitters.py …`` against PyFlink's own start-cluster.sh on loopback."""
     import privstream.jobs.heavy_hitters as job_module
-
-    from tests.flink_fixtures import fresh_name, read_outputs
 
     prefix = fresh_name("cluster")
     args = [
@@ -238,7 +229,6 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     from privstream.connectors.clients import kafka_producer
 
     from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
-    from tests.flink_fixtures import create_topic, fresh_name, job_args, read_outputs, run_job_to_end
 
     k, m, epoch_ms, partitions = 16, 3, 10_000, 2
     topic = create_topic(flink_broker.bootstrap, fresh_name("pamg-events"), partitions)
@@ -252,6 +242,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
         for p in range(partitions):
             producer.send(topic, partition=p, value=value)
 
+    punctuate(0)  # the clock starts: epochs start at 0 (events before a first punctuation are refused)
     for user in range(1200):  # user u at time 25 ms * u: epochs 0, 1, 2 (30 s of event time)
         items = tuple(sorted({int(x) % 60 for x in rng.zipf(1.5, m)}))  # <= m distinct items
         t = 25 * user
@@ -307,8 +298,6 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
     data-driven): tumbling event-time windows whose accumulator is the sketch; the merged epoch
     sketches equal core's per-(partition, epoch) sketches merged in partition order; punctuation
     messages are ignored (not dead-lettered)."""
-    from tests.flink_fixtures import fresh_name, job_args, read_outputs, run_job_to_end
-
     epoch_ms = 2000
     prefix = fresh_name("win")
     run_job_to_end(

@@ -64,16 +64,24 @@ def test_count_epochs_split_batches_at_boundaries() -> None:
 
 
 def test_time_epochs_close_on_punctuation_never_on_event_times() -> None:
-    policy, progress = TimeEpochs(10, lateness_ms=5), ShardProgress()
-    split = policy.split(EventPayload(np.array([1, 2, 3]), np.array([0, 12, 16])), progress)
-    assert [(e, p.items.tolist()) for e, p in split.pieces] == [(0, [1]), (1, [2, 3])]
-    assert policy.closable_through(progress) is None  # event times (up to 16) close nothing
-    progress.punctuate(16)
-    assert policy.closable_through(progress) == 0  # punctuation 16 - lateness 5 = 11 passed epoch 0's end
-    progress.punctuate(3)  # the clock never moves back
-    assert progress.watermark == 16
-    late = policy.split(EventPayload(np.array([4, 5]), np.array([9, 25])), progress)
-    assert late.late == 1 and [(e, p.items.tolist()) for e, p in late.pieces] == [(2, [5])]
+    policy = TimeEpochs(10, lateness_ms=5)
+    sketcher = ShardSketcher(0, SketchSpec("mg", 8), policy, {}, ShardProgress())
+    out, late = sketcher.add(EventPayload(np.array([9]), np.array([30])))
+    assert (out, late) == ([], 1) and "first EpochWatermark" in sketcher.late_reason  # no epoch started
+    out, _ = sketcher.add(WatermarkPayload("clock", 5))  # first punctuation: epochs start at 0
+    assert out == [ShardSketch(0, None, None, -1)] and sketcher.progress.first_epoch == 0
+    out, late = sketcher.add(EventPayload(np.array([1, 2, 3]), np.array([0, 12, 16])))
+    assert (out, late) == ([], 0)  # event times (up to 16) close nothing
+    out, _ = sketcher.add(WatermarkPayload("clock", 16))  # 16 - lateness 5 = 11 passed epoch 0's end
+    assert [(s.epoch, load_sketch(s.data).counters()) for s in out] == [(0, {1: 1})]
+    sketcher.add(WatermarkPayload("clock", 3))  # the clock never moves back
+    assert sketcher.progress.watermark == 16
+    out, late = sketcher.add(EventPayload(np.array([4, 5]), np.array([9, 25])))
+    assert late == 1 and "closed by punctuation" in sketcher.late_reason  # epoch 0's event; 25 counts
+    assert sketcher.add(WatermarkPayload("clock", 20)) == ([], 0)  # 20 - 5 has not passed epoch 1's end
+    # the end of input closes through the last punctuation, lateness aside: epoch 1 ([10, 20))
+    assert [(s.epoch, load_sketch(s.data).counters()) for s in sketcher.finish()[:-1]] == [(1, {2: 1, 3: 1})]
+    assert sketcher.unreleased_events == 1  # epoch 2 (t=25) ends after the last punctuation
     with pytest.raises(ValueError, match="lateness"):
         TimeEpochs(10, -1)
 
@@ -99,18 +107,35 @@ def test_far_future_event_cannot_make_other_events_late() -> None:
     """The privacy review's example (HIGH): TimeEpochs(1000), 50 x item 7 @ t=10, then 50 x item 7
     @ t=20. Inserting ONE event (item 3 @ t=10000) between the batches used to advance the event-time
     watermark, close epoch 0 and drop the second batch (epoch 0 = {7: 50}). Epochs now close only on
-    punctuation, so epoch 0 = {7: 100} both ways and the one event changes only its own epoch (10)."""
+    punctuation, so epoch 0 = {7: 100} both ways, the released epochs are the same, and the one event
+    changes only its own epoch (10)."""
     policy = TimeEpochs(1000)
     first, second, far = _events(7, 50, 10), _events(7, 50, 20), _events(3, 1, 10_000)
-    punct, straggler = WatermarkPayload("clock", 1000), _events(7, 1, 30)
-    without, late_without = _run_shard([first, second, punct, straggler], policy)
-    with_far, late_with = _run_shard([first, far, second, punct, straggler], policy)
+    start, punct, straggler = WatermarkPayload("clock", 0), WatermarkPayload("clock", 1000), _events(7, 1, 30)
+    end = WatermarkPayload("clock", 11_000)
+    without, late_without = _run_shard([start, first, second, punct, straggler, end], policy)
+    with_far, late_with = _run_shard([start, first, far, second, punct, straggler, end], policy)
     assert without[0] == with_far[0] == {7: 100}
     # an event of an epoch already closed by punctuation is late (dead-lettered), either way
     assert late_without == late_with == 1
     # add/remove one event changes exactly one epoch's sketch, by exactly that event
-    changed = {e for e in set(without) | set(with_far) if without.get(e, {}) != with_far.get(e, {})}
+    assert set(without) == set(with_far) == set(range(11))
+    changed = {e for e in without if without[e] != with_far[e]}
     assert changed == {10} and with_far[10] == {3: 1}
+
+
+def test_released_epochs_depend_on_punctuation_only() -> None:
+    """One event before the first punctuation, or after the last, adds no release (it is
+    dead-lettered or left unreleased); the empty epochs between punctuations are released."""
+    policy = TimeEpochs(1000)
+    start, end = WatermarkPayload("clock", 2000), WatermarkPayload("clock", 5000)
+    body = [start, _events(7, 5, 2500), end]
+    base, _ = _run_shard(body, policy)
+    assert base == {2: {7: 5}, 3: {}, 4: {}}
+    early, late = _run_shard([_events(9, 1, 100), *body], policy)
+    assert early == base and late == 1
+    future, late = _run_shard([*body[:2], _events(9, 1, 10**9), end], policy)
+    assert future == base and late == 0
 
 
 def test_punctuation_before_any_event_closes_epochs_for_the_merge() -> None:
@@ -223,27 +248,3 @@ def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
         ShardSketcher(0, spec, policy, {}, ShardProgress()).add(UserSetPayload(1, (1, 2, 3), 0))
     with pytest.raises(ValueError, match="m:"):
         SketchSpec("pamg", 4, 4)
-
-
-def test_release_record_states_the_window_variant_assumption() -> None:
-    """``--operator window --trust-event-time``: the release's neighbour relation carries the
-    data-driven-watermark assumption; punctuation-closed epochs carry none."""
-    from types import SimpleNamespace
-
-    from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
-    from privstream.operators.release_logic import release_record
-
-    result = SimpleNamespace(
-        items=((7, 3),),
-        epsilon=1.0,
-        delta=1e-6,
-        mechanism="gshm",
-        neighbour_relation="add/remove one event",
-        privacy_unit="event",
-        error_bound=5.0,
-    )
-    window = TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION)
-    assert release_record(result, 0, TimeEpochs(1000))["neighbour_relation"] == "add/remove one event"
-    assert release_record(result, 0, window)["neighbour_relation"] == (
-        "add/remove one event" + DATA_DRIVEN_WATERMARK_ASSUMPTION
-    )

@@ -245,7 +245,8 @@ def test_produce_cli_punctuates_every_partition_by_event_time(
     kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
 ) -> None:
     """``--punctuate-every``: ``EpochWatermark`` messages on every partition, non-decreasing, never
-    ahead of an event sent after them, the last one at the largest event time; consumers skip them."""
+    ahead of an event sent after them, the first before any event, the last after every event;
+    consumers skip them."""
     import time
 
     topic = unique_topic(partitions=2)
@@ -265,16 +266,21 @@ def test_produce_cli_punctuates_every_partition_by_event_time(
         records, deadline = [], time.monotonic() + 30
         while sum(r.schema == "EndMarker" for r in records) < 2 and time.monotonic() < deadline:
             records += consumer.poll(timeout_ms=200)
-    max_time = max(e["event_time"] for r in records if r.schema == "EventBatch" for e in r.value["events"])
+    times = [e["event_time"] for r in records if r.schema == "EventBatch" for e in r.value["events"]]
+    min_time, max_time = min(times), max(times)
     for partition in (0, 1):
         watermark, marks = None, []
+        assert next(r for r in records if r.partition == partition).schema == "EpochWatermark"
         for rec in (r for r in records if r.partition == partition):
             if rec.schema == "EpochWatermark":
                 watermark = rec.value["watermark_ms"]
                 marks.append(watermark)
             elif rec.schema == "EventBatch" and watermark is not None:
                 assert min(e["event_time"] for e in rec.value["events"]) >= watermark  # none is late
-        assert len(marks) >= 3 and marks == sorted(marks) and marks[-1] == max_time
+        # clock ticks at multiples of 100 ms: the first at or below the first event, the last the
+        # first tick after the largest event time
+        assert len(marks) >= 3 and marks == sorted(marks) and all(m % 100 == 0 for m in marks)
+        assert marks[-1] == (max_time // 100 + 1) * 100 and marks[0] <= min_time
     with EventConsumer(kafka_broker.bootstrap, topic) as events:
         assert len(events.read(until_end=True, timeout_s=30)) == 5000 and events.dead_lettered == 0
     bad = _produce_cli(

@@ -40,6 +40,23 @@ def test_keyed_noise_replays_identically_and_differs_across_keys() -> None:
     assert _release(TimeEpochs(1000), new_noise_key())["items"] != first["items"]
 
 
+def test_keyed_noise_is_bound_to_the_merged_sketch_and_the_release_parameters() -> None:
+    """Same key and epoch but another merged sketch, or other options after a restore: the noise
+    stream is independent, never the same noise on a different input (equal 128-bit prefixes of
+    two independent streams: probability 2^-128)."""
+    from dataclasses import replace
+
+    key = new_noise_key()
+    merged = _merged(0)
+    other = MergedEpoch(0, merged.data[:-8] + bytes(8), merged.shards)  # any other bytes
+    releaser = EpochReleaser(CONFIG, SPEC, TimeEpochs(1000), noise_key=key)
+    base = releaser._rng(merged).randbits(128)
+    assert releaser._rng(merged).randbits(128) == base  # identical replay
+    assert releaser._rng(other).randbits(128) != base
+    for config, policy in [(replace(CONFIG, epsilon=0.5), TimeEpochs(1000)), (CONFIG, CountEpochs(1000))]:
+        assert EpochReleaser(config, SPEC, policy, noise_key=key)._rng(merged).randbits(128) != base
+
+
 def test_keyed_source_refuses_short_keys() -> None:
     with pytest.raises(ValueError, match="key"):
         KeyedRandomSource(b"short", "epoch 0")
@@ -70,3 +87,14 @@ def test_restored_ledger_is_reconciled_with_the_more_advanced_topic_state() -> N
         assert len(got.entries) == 2
     assert reconcile_ledgers(None, old.to_bytes()) == old.to_bytes()
     assert reconcile_ledgers(old.to_bytes(), None) == old.to_bytes()
+
+
+def test_window_variant_releases_state_the_data_driven_watermark_assumption() -> None:
+    """``--operator window --trust-event-time``: the release's neighbour relation carries the
+    data-driven-watermark assumption; punctuation-closed epochs carry none."""
+    from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
+
+    window = TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION)
+    plain = _release(TimeEpochs(1000), new_noise_key())["neighbour_relation"]
+    assert DATA_DRIVEN_WATERMARK_ASSUMPTION not in plain
+    assert _release(window, new_noise_key())["neighbour_relation"] == plain + DATA_DRIVEN_WATERMARK_ASSUMPTION

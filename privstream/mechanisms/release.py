@@ -373,13 +373,14 @@ def release_partitions(
         raise ValueError("sketches must not be empty")
     builds = set()
     for s in sketches:
-        build, _ = _sketch_facts(s)
-        if build not in _SEQUENTIAL:
+        part_build, _ = _sketch_facts(s)
+        if part_build not in _SEQUENTIAL:
             raise MechanismNotApplicable(
-                f"release_partitions needs sequentially built partition sketches, got {build.name}"
+                f"release_partitions needs sequentially built partition sketches, got {part_build.name}"
             )
-        builds.add(build)
+        builds.add(part_build)
+    build = builds.pop()  # ALG1_ and STANDARD_SEQUENTIAL state the same event-level guarantees
     _check_ledger(ledger, build, epoch)
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
     plan = _reduced_plan(reduced, budget.epsilon, reduced.k, declared, beta)
-    return _finish(plan, builds.pop(), budget, rng, epoch, ledger, label)
+    return _finish(plan, build, budget, rng, epoch, ledger, label)

@@ -17,7 +17,7 @@ from privstream.sketches.count_min import CountMinSketch
 from privstream.sketches.histogram import Counts, exact_histogram
 from privstream.sketches.misra_gries import MisraGries, StandardMisraGries, merge_misra_gries
 from privstream.sketches.order import Dummy, Item, Key, item_order_key, normalize_item, sorted_items
-from privstream.sketches.pamg import PrivacyAwareMisraGries, merge_pamg
+from privstream.sketches.pamg import PrivacyAwareMisraGries, check_user_items, merge_pamg
 from privstream.sketches.sensitivity_reduction import ReducedSketch, reduce_sensitivity, sum_reduced
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "SketchFormatError",
     "SketchType",
     "StandardMisraGries",
+    "check_user_items",
     "exact_histogram",
     "item_order_key",
     "load_sketch",

@@ -27,6 +27,19 @@ from privstream.sketches.order import Item, normalize_item
 from privstream.sketches.validation import check_int
 
 
+def check_user_items(m: int, items: Iterable[object]) -> tuple[Item, ...]:
+    """One user's normalised items; ValueError unless they are at most ``m`` distinct items
+    (TypeError/ValueError from :func:`~privstream.sketches.order.normalize_item` for a bad item)."""
+    xs = tuple(normalize_item(x) for x in items)
+    if len(xs) > m:
+        raise ValueError(f"a user may contribute at most m={m} items, got {len(xs)}")
+    if len(set(xs)) != len(xs):
+        raise ValueError(
+            f"a user's items must be distinct, got {len(xs)} items of which {len(set(xs))} distinct"
+        )
+    return xs
+
+
 @register(SketchType.PAMG)
 class PrivacyAwareMisraGries(CounterSketch):
     """Alg. 4 with k counters for users of at most m distinct items (1 <= m < k)."""
@@ -51,19 +64,9 @@ class PrivacyAwareMisraGries(CounterSketch):
     def n_users(self) -> int:
         return self._users
 
-    def _user_items(self, items: Iterable[object]) -> list[Item]:
-        xs = [normalize_item(x) for x in items]
-        if len(xs) > self._m:
-            raise ValueError(f"a user may contribute at most m={self._m} items, got {len(xs)}")
-        if len(set(xs)) != len(xs):
-            raise ValueError(
-                f"a user's items must be distinct, got {len(xs)} items of which {len(set(xs))} distinct"
-            )
-        return xs
-
     def update_user(self, items: Iterable[object]) -> None:
         """Alg. 4 step for one user's set of at most m distinct items."""
-        xs = self._user_items(items)
+        xs = check_user_items(self._m, items)
         self._users += 1
         self._n += len(xs)
         counters = self._write()
@@ -77,7 +80,7 @@ class PrivacyAwareMisraGries(CounterSketch):
         flat: list[Item] = []
         count = 0
         for user in users:
-            flat.extend(self._user_items(user))
+            flat.extend(check_user_items(self._m, user))
             count += 1
         self._absorb_users(flat, count)
 
