@@ -41,7 +41,12 @@ from privstream.jobs import heavy_hitters
 from privstream.jobs.pipeline import create_environment, prepare
 from privstream.jobs.stream_end import end_marker_offsets
 
-from privstream.datagen import generate_events
+from privstream.datagen import EventColumns, generate_events
+
+
+def zipf_columns(events: int, seed: int) -> EventColumns:
+    """The benchmark stream: Zipf(1.1) items on 100,000 values, event times at 100,000 events/s."""
+    return generate_events("zipf", events, seed=seed, universe=100_000, s=1.1, rate=100_000.0)
 
 
 def produce(
@@ -49,7 +54,7 @@ def produce(
 ) -> dict[int, int]:
     """Produce the stream; returns ``{partition: offset after its last EventBatch}`` message counts."""
     create_topics(bootstrap, [TopicSpec(topic, partitions)])
-    columns = generate_events("zipf", events, seed=seed, universe=100_000, s=1.1, rate=100_000.0)
+    columns = zipf_columns(events, seed)
     with EventProducer(
         bootstrap,
         topic,

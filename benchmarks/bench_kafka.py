@@ -77,7 +77,20 @@ def kafka_python_consume(bootstrap: str, topic: str, expected: int) -> int:
     return len(got)
 
 
-def confluent_produce(bootstrap: str, topic: str, columns, events_per_message: int) -> int:
+def confluent_produce(
+    bootstrap: str,
+    topic: str,
+    columns,
+    events_per_message: int,
+    *,
+    partitions: int = PARTITIONS,
+    encode_message: Callable[[list, list, int, int], bytes] | None = None,
+    end_markers: bool = True,
+    end_offsets: dict[int, int] | None = None,
+) -> int:
+    """Round-robin messages of ``events_per_message`` events (Avro ``Event``/``EventBatch`` unless
+    ``encode_message(items, times, start, stop)`` encodes them), then an ``EndMarker`` per partition.
+    ``end_offsets`` (if given) receives ``{partition: offset after its last message}``."""
     from confluent_kafka import Producer
 
     registry = default_registry()
@@ -86,20 +99,29 @@ def confluent_produce(bootstrap: str, topic: str, columns, events_per_message: i
     )
     items = columns.items.tolist()
     times = columns.event_time_ms.tolist()
-    counts = dict.fromkeys(range(PARTITIONS), 0)
+    counts = dict.fromkeys(range(partitions), 0)
+    messages = -(-len(items) // events_per_message)
+
+    def delivered(err, msg) -> None:
+        if err is None and end_offsets is not None:
+            end_offsets[msg.partition()] = max(end_offsets.get(msg.partition(), 0), msg.offset() + 1)
+
     for message_index, start in enumerate(range(0, len(items), events_per_message)):
-        partition = message_index % PARTITIONS
+        partition = message_index % partitions
         stop = min(len(items), start + events_per_message)
-        if events_per_message == 1:
+        if encode_message is not None:
+            value = encode_message(items, times, start, stop)
+        elif events_per_message == 1:
             value = registry.encode(
                 "Event", {"item": items[start], "user_id": None, "event_time": times[start]}
             )
         else:
             events = [{"item": items[i], "user_id": None, "event_time": times[i]} for i in range(start, stop)]
             value = registry.encode("EventBatch", {"events": events})
+        callback = delivered if message_index >= messages - partitions else None
         while True:
             try:
-                producer.produce(topic, value=value, partition=partition)
+                producer.produce(topic, value=value, partition=partition, on_delivery=callback)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -107,11 +129,12 @@ def confluent_produce(bootstrap: str, topic: str, columns, events_per_message: i
         if message_index % 10_000 == 0:
             producer.poll(0)
     producer.flush()
-    for partition, count in counts.items():
+    for partition, count in counts.items() if end_markers else ():
         producer.produce(
             topic,
             registry.encode("EndMarker", {"producer_id": "bench", "events_sent": count}),
             partition=partition,
+            on_delivery=delivered,
         )
     producer.flush()
     return len(items)

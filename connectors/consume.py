@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -110,7 +111,8 @@ class RecordConsumer:
         self._dead_letters.send(record)
 
     def poll(self, timeout_ms: int = 500, max_records: int | None = None) -> list[DecodedRecord]:
-        """Decoded records in partition order; undecodable messages go to the dead-letter topic."""
+        """Decoded records in partition order; undecodable messages go to the dead-letter topic
+        (with dead letters off, the poll raises and consumes nothing: see :meth:`_rewind`)."""
         batches = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
         out: list[DecodedRecord] = []
         decode = self._registry.decode
@@ -120,7 +122,8 @@ class RecordConsumer:
                 try:
                     schema, value = decode(message.value)
                 except AvroDecodeError as exc:
-                    self.dead_letter(message, message.value, f"AvroDecodeError: {exc.reason}")
+                    with self._rewind([m for ms in batches.values() for m in ms]):
+                        self.dead_letter(message, message.value, f"AvroDecodeError: {exc.reason}")
                     continue
                 out.append(
                     DecodedRecord(
@@ -137,6 +140,22 @@ class RecordConsumer:
                 self._next_offsets[tp.partition] = messages[-1].offset + 1
         self.records_returned += len(out)
         return out
+
+    @contextmanager
+    def _rewind(self, polled: Sequence[Any]) -> Iterator[None]:
+        """If the body raises, seek every partition in ``polled`` back to its first polled offset (and
+        forget those positions), so a poll that raises loses nothing: the next poll meets the same
+        messages (and the same error) again."""
+        try:
+            yield
+        except Exception:
+            first: dict[int, int] = {}
+            for m in polled:
+                first[m.partition] = min(m.offset, first.get(m.partition, m.offset))
+            for partition, offset in first.items():
+                self._consumer.seek(self._tps[partition], offset)
+                self._next_offsets[partition] = offset
+            raise
 
     def positions(self) -> dict[int, int]:
         """Next offset per partition after what has been returned (only partitions read so far)."""
@@ -226,7 +245,8 @@ class EventConsumer(RecordConsumer):
         items: list[Any] = []
         users: list[Any] = []
         times: list[int] = []
-        for record in self.poll(timeout_ms, max_records):
+        records = self.poll(timeout_ms, max_records)
+        for record in records:
             if append_events(record.schema, record.value, items, users, times):
                 continue
             if record.schema == "EndMarker":
@@ -234,9 +254,10 @@ class EventConsumer(RecordConsumer):
             elif record.schema == "EpochWatermark":
                 continue  # punctuation: a public clock for time-epoch jobs, carries no events
             else:
-                self.dead_letter(
-                    record, record.raw, f"unexpected schema {record.schema} on topic {record.topic}"
-                )
+                with self._rewind(records):
+                    self.dead_letter(
+                        record, record.raw, f"unexpected schema {record.schema} on topic {record.topic}"
+                    )
         return columns_from_events(items, users, times)
 
     def read(

@@ -3,9 +3,9 @@
 :class:`LdpProducer` owns a :class:`privstream.ldp.LocalRandomiser`. :meth:`LdpProducer.submit`
 takes a raw value, randomises it *in this process* and sends the resulting
 :class:`privstream.ldp.LdpReport` (Avro ``LdpReport``) to ``ldp-reports``; the raw value is never
-encoded. :meth:`LdpProducer.send_report` accepts only ``LdpReport`` objects produced by the same
-randomiser (anything else raises ``TypeError``/``ValueError``), and there is no method that sends
-bytes, strings or numbers. Messages carry no key (a key would link reports).
+encoded. ``submit`` is the producer's only sending method: it does not take reports, bytes or
+payloads, so no caller can put a hand-built report (which could carry a raw value) on the wire.
+Messages carry no key (a key would link reports).
 """
 
 from __future__ import annotations
@@ -58,14 +58,7 @@ class LdpProducer(ProducerHandle):
         self._producer = kafka_producer(bootstrap, **producer_config)
 
     def submit(self, value: Any) -> None:
-        """Randomise ``value`` locally and send only its report."""
-        self.send_report(self.randomiser.encode(value))
-
-    def send_report(self, report: LdpReport) -> None:
-        """Send an already randomised report of this producer's randomiser."""
-        if not isinstance(report, LdpReport):
-            raise TypeError(f"report: only LdpReport objects can be sent, got {type(report).__name__}")
-        if not self.randomiser.accepts(report):
-            raise ValueError("report: scheme/parameters differ from this producer's randomiser")
+        """Randomise ``value`` locally (this producer's randomiser) and send only its report."""
+        report = self.randomiser.encode(value)
         self._producer.send(self.topic, value=self._registry.encode("LdpReport", report_to_record(report)))
         self.reports_sent += 1

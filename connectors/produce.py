@@ -23,7 +23,7 @@ import numpy as np
 import xxhash
 from privstream.connectors.avro_codec import default_registry
 from privstream.connectors.clients import ProducerHandle, kafka_producer
-from privstream.connectors.topics import EVENTS
+from privstream.connectors.topics import EVENTS, LDP_REPORTS
 from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
@@ -87,6 +87,11 @@ class EventProducer(ProducerHandle):
         require_int("events_per_message", events_per_message)
         if key_by not in KEY_BY:
             raise ValueError(f"key_by: expected one of {KEY_BY}, got {key_by!r}")
+        if topic == LDP_REPORTS:
+            raise ValueError(
+                f"topic: {LDP_REPORTS!r} carries only locally randomised reports; send them with "
+                "privstream.connectors.ldp_producer.LdpProducer.submit, never raw events"
+            )
         self.topic = topic
         self.events_per_message = events_per_message
         self.key_by = key_by

@@ -99,10 +99,10 @@ def _generator_params(pairs: list[str]) -> dict[str, int | float]:
 def _count(value: float | None, required: bool) -> int | None:
     if value is None:
         if required:
-            raise ValueError("count: --count is required with --generator")
+            raise ValueError("--count: required with --generator")
         return None
     if value < 0 or value != int(value):
-        raise ValueError(f"count: must be a non-negative integer, got {value:g}")
+        raise ValueError(f"--count: must be a non-negative integer, got {value:g}")
     return int(value)
 
 
@@ -250,18 +250,22 @@ def _produce(args: argparse.Namespace) -> int:
     from privstream.connectors.produce import EventProducer
     from privstream.connectors.topics import TopicSpec, create_topics
 
+    if args.batch < 1:
+        raise ValueError(f"--batch: must be >= 1, got {args.batch}")
+    if args.generator and args.key == "user" and args.users is None:
+        raise ValueError("--users: --key user needs user ids, which --generator makes only with --users N")
     if args.chunk < 1:
-        raise ValueError(f"chunk: must be >= 1, got {args.chunk}")
+        raise ValueError(f"--chunk: must be >= 1, got {args.chunk}")
     if args.rate is not None and args.rate <= 0:
-        raise ValueError(f"rate: must be > 0, got {args.rate}")
+        raise ValueError(f"--rate: must be > 0, got {args.rate}")
     from privstream.connectors.validation import parse_duration_ms
 
     every_ms = (
-        None if args.punctuate_every is None else parse_duration_ms(args.punctuate_every, "punctuate-every")
+        None if args.punctuate_every is None else parse_duration_ms(args.punctuate_every, "--punctuate-every")
     )
-    lag_ms = parse_duration_ms(args.punctuate_lag, "punctuate-lag")
+    lag_ms = parse_duration_ms(args.punctuate_lag, "--punctuate-lag")
     if every_ms is not None and every_ms < 1:
-        raise ValueError(f"punctuate-every: must be > 0, got {args.punctuate_every!r}")
+        raise ValueError(f"--punctuate-every: must be > 0, got {args.punctuate_every!r}")
     if args.generator:
         count = _count(args.count, required=True)
         params = _generator_params(args.param)

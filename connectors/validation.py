@@ -26,3 +26,15 @@ def parse_duration_ms(text: str, option: str) -> int:
     if not match:
         raise ValueError(f"{option}: expected a duration like 500ms, 30s, 5m or 1h, got {text!r}")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+#: What a value may contain to be written verbatim into a Flink SQL ``WITH ('key' = 'value')`` option.
+_SQL_OPTION_VALUE = re.compile(r"^[A-Za-z0-9._:,-]+$")
+
+
+def sql_option_value(value: str, name: str) -> str:
+    """``value``, if it may be written verbatim (unescaped) into a Flink SQL ``WITH`` option: letters,
+    digits and ``. _ - : ,`` only; ValueError naming ``name`` otherwise."""
+    if not _SQL_OPTION_VALUE.match(value):
+        raise ValueError(f"{name}: {value!r} may only contain letters, digits and . _ - : ,")
+    return value

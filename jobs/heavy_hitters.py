@@ -36,6 +36,8 @@ import dataclasses
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from privstream.connectors import validation
@@ -54,24 +56,83 @@ class ConfigError(ValueError):
     """A bad option; the message starts with the option name."""
 
 
-def parse_duration_ms(text: str, option: str) -> int:
+@contextmanager
+def option_error(prefix: str = "") -> Iterator[None]:
+    """Re-raise a ValueError of the block as a :class:`ConfigError` whose message is ``prefix`` + the
+    ValueError's (a ConfigError passes unchanged)."""
     try:
-        return validation.parse_duration_ms(text, option)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-def parse_epoch(text: str, lateness: str) -> EpochPolicy:
-    """``--epoch N`` (N events per shard) or ``--epoch 60s`` (tumbling event time)."""
-    text = text.strip()
-    try:
-        if text.isdigit():
-            return CountEpochs(int(text))
-        return TimeEpochs(parse_duration_ms(text, "--epoch"), parse_duration_ms(lateness, "--lateness"))
+        yield
     except ConfigError:
         raise
     except ValueError as exc:
-        raise ConfigError(f"--epoch: {exc}") from exc
+        raise ConfigError(f"{prefix}{exc}") from exc
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """:func:`privstream.connectors.validation.parse_duration_ms`, raising :class:`ConfigError`."""
+    with option_error():
+        duration_ms = validation.parse_duration_ms(text, option)
+    return duration_ms
+
+
+def parse_epoch(text: str, lateness: str) -> EpochPolicy:
+    """``--epoch N`` (N events per shard) or ``--epoch 60s`` (tumbling event time). ``--lateness`` is
+    validated either way, though only time epochs use it."""
+    lateness_ms = parse_duration_ms(lateness, "--lateness")
+    text = text.strip()
+    with option_error("--epoch: "):
+        policy: EpochPolicy = (
+            CountEpochs(int(text))
+            if text.isdigit()
+            else TimeEpochs(parse_duration_ms(text, "--epoch"), lateness_ms)
+        )
+    return policy
+
+
+def check_kafka_options(args: argparse.Namespace) -> None:
+    """``--bootstrap`` is ``host:port[,host:port...]`` (the Kafka clients' own parser), and it,
+    ``--topic`` and ``--group-id`` may go verbatim into the Flink SQL source's options (the rule of
+    :func:`privstream.connectors.validation.sql_option_value`, which the source applies)."""
+    from privstream.connectors.clients import parse_bootstrap
+
+    with option_error("--"):  # its message starts with "bootstrap:"
+        parse_bootstrap(args.bootstrap)
+    with option_error():
+        for option, value in (
+            ("--bootstrap", args.bootstrap),
+            ("--topic", args.topic),
+            ("--group-id", args.group_id),
+        ):
+            validation.sql_option_value(value, option)
+
+
+def check_mechanism(spec: SketchSpec, release: ReleaseConfig) -> None:
+    """Refuse a ``--mechanism`` that the release entry point would refuse for this job's merged
+    sketches, listing the valid choices. The entry point's own checks answer for an empty merged
+    sketch of the job's kind (same build, k and m), under the per-epoch budget; nothing is charged
+    and no noise is drawn. (Count epochs calibrate to a smaller ε and δ by group privacy, which
+    changes no mechanism's applicability: that depends on ε, δ > 0.)"""
+    from privstream.accounting import Budget
+    from privstream.mechanisms import applicable_mechanisms
+
+    sketch = spec.merge([])
+    reasons = applicable_mechanisms(sketch, Budget(release.epsilon, release.delta))
+    valid = [name for name, reason in reasons.items() if not reason]
+    if release.mechanism in valid or (release.mechanism == "auto" and valid):
+        return
+    what = f"this job's merged {spec.kind.upper()} sketches ({sketch.build.name})"
+    if not valid:
+        why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+        raise ConfigError(
+            f"--epsilon/--delta: no mechanism can release {what} with ε={release.epsilon:g}, "
+            f"δ={release.delta:g} ({why})"
+        )
+    choices = f"choose one of: {', '.join(['auto', *valid])}"
+    if release.mechanism not in reasons:
+        raise ConfigError(f"--mechanism: unknown mechanism {release.mechanism!r}; {choices}")
+    raise ConfigError(
+        f"--mechanism: {release.mechanism} cannot release {what}: {reasons[release.mechanism]}; {choices}"
+    )
 
 
 def parse_stop_offsets(text: str | None) -> dict[int, int] | None:
@@ -224,10 +285,9 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
             "privstream: WARNING --expose-sketches-topic publishes NON-PRIVATE sketches (tests/audit only)",
             file=sys.stderr,
         )
-    try:
+    check_kafka_options(args)
+    with option_error("--"):  # SketchSpec's messages start with the parameter: k or m
         spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m)
-    except ValueError as exc:
-        raise ConfigError(f"--{exc}") from exc
     policy = parse_epoch(args.epoch, args.lateness)
     if args.operator == "window":
         if not isinstance(policy, TimeEpochs):
@@ -257,6 +317,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
     except (ValueError, TypeError) as exc:
         name = str(exc).split(":")[0].split()[0].replace("_", "-")
         raise ConfigError(f"--{name}: {exc}") from exc
+    check_mechanism(spec, release)
     interval = parse_duration_ms(args.checkpoint_interval, "--checkpoint-interval")
     extra_conf = []
     for item in args.flink_conf:

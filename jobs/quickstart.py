@@ -54,7 +54,38 @@ def _produce(bootstrap: str, args: argparse.Namespace) -> tuple[object, float]:
     return np.asarray(columns.items), time.monotonic() - start
 
 
+def _job_args(args: argparse.Namespace, checkpoint_dir: str) -> argparse.Namespace:
+    """The heavy-hitters job's options for this quickstart (``bootstrap`` is set once the broker runs)."""
+    from privstream.jobs import heavy_hitters
+
+    parser = argparse.ArgumentParser()
+    heavy_hitters.configure(parser)
+    return parser.parse_args(
+        [
+            "--topic",
+            "events",
+            "--k",
+            str(args.k),
+            "--epsilon",
+            str(args.epsilon),
+            "--delta",
+            str(args.delta),
+            "--epoch",
+            str(args.events),
+            "--stop-at-end-markers",
+            "--checkpoint-dir",
+            checkpoint_dir,
+        ]
+    )
+
+
+def _error(message: object) -> int:
+    print(f"privstream quickstart: error: {message}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
+    """Check every option and the connector jars, then broker → stream → job → printed release."""
     import numpy as np
     from privstream.connectors.broker import EmbeddedBroker
     from privstream.connectors.flink_jars import ConnectorJarsError, find_connector_jars
@@ -63,53 +94,37 @@ def run(args: argparse.Namespace) -> int:
 
     from privstream.sketches import item_order_key
 
-    if args.events < 1 or args.partitions < 1:
-        print("error: --events and --partitions must be >= 1", file=sys.stderr)
-        return 2
-    try:
-        if find_connector_jars() is None:
-            raise ConnectorJarsError("Flink's Kafka connector jars are missing: run `privstream setup` first")
-    except ConnectorJarsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="privstream-quickstart-") as tmp:
-        print(f"[1/4] embedded Kafka-protocol broker (tansu) at {broker.bootstrap}")
-        items, seconds = _produce(broker.bootstrap, args)
-        print(
-            f"[2/4] produced {len(items):,} Zipf({args.zipf_s}) events as 1000-event batches "
-            f"on {args.partitions} partitions in {seconds:.1f} s"
-        )
-        parser = argparse.ArgumentParser()
-        heavy_hitters.configure(parser)
-        job_args = parser.parse_args(
-            [
-                "--bootstrap",
-                broker.bootstrap,
-                "--topic",
-                "events",
-                "--k",
-                str(args.k),
-                "--epsilon",
-                str(args.epsilon),
-                "--delta",
-                str(args.delta),
-                "--epoch",
-                str(args.events),
-                "--stop-at-end-markers",
-                "--checkpoint-dir",
-                f"{tmp}/checkpoints",
-            ]
-        )
-        print(
-            f"[3/4] running the heavy-hitters Flink job (MG k={args.k} per partition → merge → release) ..."
-        )
-        start = time.monotonic()
-        config, shards, jars = heavy_hitters.resolve(job_args)
-        execute(config, shards=shards, jars=jars)
-        print(f"      job finished in {time.monotonic() - start:.1f} s")
-        releases = _read_releases(broker.bootstrap)
+    for option, value in (("--events", args.events), ("--partitions", args.partitions)):
+        if value < 1:
+            return _error(f"{option}: must be >= 1, got {value}")
+    with tempfile.TemporaryDirectory(prefix="privstream-quickstart-") as tmp:
+        job_args = _job_args(args, f"{tmp}/checkpoints")
+        try:  # fail fast: the job's configuration and the jars, before the broker starts
+            heavy_hitters.config_from_args(job_args)
+            if find_connector_jars() is None:
+                raise ConnectorJarsError(
+                    "Flink's Kafka connector jars are missing: run `privstream setup` first"
+                )
+        except (ValueError, ConnectorJarsError) as exc:  # ConfigError is a ValueError
+            return _error(exc)
+        with EmbeddedBroker() as broker:
+            print(f"[1/4] embedded Kafka-protocol broker (tansu) at {broker.bootstrap}")
+            items, seconds = _produce(broker.bootstrap, args)
+            print(
+                f"[2/4] produced {len(items):,} Zipf({args.zipf_s}) events as 1000-event batches "
+                f"on {args.partitions} partitions in {seconds:.1f} s"
+            )
+            print(
+                f"[3/4] running the heavy-hitters Flink job (MG k={args.k} per partition → merge → release) ..."
+            )
+            start = time.monotonic()
+            job_args.bootstrap = broker.bootstrap
+            config, shards, jars = heavy_hitters.resolve(job_args)
+            execute(config, shards=shards, jars=jars)
+            print(f"      job finished in {time.monotonic() - start:.1f} s")
+            releases = _read_releases(broker.bootstrap)
     if not releases:
-        print("error: the job published no release", file=sys.stderr)
+        print("privstream quickstart: error: the job published no release", file=sys.stderr)
         return 1
     values, counts = np.unique(items, return_counts=True)
     true = dict(zip(values.tolist(), counts.tolist(), strict=True))

@@ -14,8 +14,7 @@ use ``isolation.level=read_committed``.
 
 from __future__ import annotations
 
-import re
-
+from privstream.connectors.validation import sql_option_value
 from pyflink.common import Types
 from pyflink.common.serialization import ByteArraySchema, RowFieldExtractorSchema
 from pyflink.datastream import DataStream
@@ -27,14 +26,6 @@ BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
 KEYED_BYTES = Types.ROW_NAMED(["key", "value"], [BYTES, BYTES])
 #: Rows the source yields: (value bytes or None, partition, offset).
 SOURCE_ROW = Types.ROW_NAMED(["payload", "part", "off"], [BYTES, Types.INT(), Types.LONG()])
-
-_SQL_NAME = re.compile(r"^[A-Za-z0-9._:,-]+$")
-
-
-def _sql_literal(value: str, what: str) -> str:
-    if not _SQL_NAME.match(value):
-        raise ValueError(f"{what}: {value!r} may only contain letters, digits and . _ - : ,")
-    return value
 
 
 def events_source(
@@ -48,9 +39,9 @@ def events_source(
     """Rows ``(payload, part, off)`` from ``topic`` starting at the earliest offset."""
     options = {
         "connector": "kafka",
-        "topic": _sql_literal(topic, "topic"),
-        "properties.bootstrap.servers": _sql_literal(bootstrap, "bootstrap"),
-        "properties.group.id": _sql_literal(group_id, "group_id"),
+        "topic": sql_option_value(topic, "topic"),
+        "properties.bootstrap.servers": sql_option_value(bootstrap, "bootstrap"),
+        "properties.group.id": sql_option_value(group_id, "group_id"),
         "properties.isolation.level": "read_committed",
         "scan.startup.mode": "earliest-offset",
         "format": "raw",

@@ -10,6 +10,8 @@ from privstream.connectors.avro_codec import decode
 from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.consume import RecordConsumer
 from privstream.connectors.ldp_producer import LdpProducer, report_from_record, report_to_record
+from privstream.connectors.produce import EventProducer
+from privstream.connectors.topics import LDP_REPORTS
 
 from privstream.ldp import GeneralizedRandomizedResponse, LdpReport
 from privstream.noise.rng import SeededRandomSource
@@ -67,24 +69,23 @@ def test_ldp_producer_never_emits_a_raw_value(
         assert abs(estimate - 100) <= 4.5 * math.sqrt(grr.variance(100, len(values)))
 
 
-def test_ldp_producer_accepts_only_its_reports(
+def test_ldp_producer_has_no_path_for_raw_values(
     kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
 ) -> None:
+    """``submit`` (which randomises) is the only sending method: no method takes a report or bytes,
+    so a hand-built report carrying a raw value cannot be sent; raw events are refused on the LDP topic."""
     topic = unique_topic()
     grr = GeneralizedRandomizedResponse(1.0, SECRETS)
     with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
-        for raw in (SECRETS[0], SECRETS[0].encode(), 3, {"payload": b"x"}, None):
-            with pytest.raises(TypeError, match="only LdpReport"):
-                producer.send_report(raw)  # type: ignore[arg-type]
-        other = GeneralizedRandomizedResponse(2.0, SECRETS).encode(SECRETS[1])
-        with pytest.raises(ValueError, match="randomiser"):
-            producer.send_report(other)
+        public = {n for n in dir(producer) if not n.startswith("_") and callable(getattr(producer, n))}
+        assert public == {"submit", "flush", "close"}
         with pytest.raises(ValueError, match="withheld"):
             producer.submit("not-in-domain")
         assert producer.reports_sent == 0
-        assert not [name for name in dir(producer) if "producer" in name.lower() and not name.startswith("_")]
     with pytest.raises(TypeError, match="randomiser"):
         LdpProducer(kafka_broker.bootstrap, "grr", topic=topic)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="only locally randomised"):
+        EventProducer(kafka_broker.bootstrap, LDP_REPORTS)
 
 
 def test_report_record_round_trip() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from privstream.connectors.avro_codec import MAGIC, encode
+from privstream.connectors.avro_codec import MAGIC, AvroDecodeError, encode
 from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.clients import kafka_producer
 from privstream.connectors.consume import EventConsumer, RecordConsumer
@@ -185,6 +185,29 @@ def test_commit_needs_a_group(kafka_broker: EmbeddedBroker, unique_topic: Callab
         )
 
 
+def test_without_dead_letters_a_failing_poll_consumes_nothing(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """``dead_letters=False``: an undecodable message raises, and the poll that met it is rewound, so
+    the good messages before it are not lost: positions stay put and the next poll meets it again."""
+    topic = unique_topic(partitions=1)
+    good = encode("Event", {"item": 1, "user_id": None, "event_time": 1})
+    producer = kafka_producer(kafka_broker.bootstrap)
+    for value in (good, good, b"short", good):
+        producer.send(topic, value=value, partition=0)
+    producer.flush()
+    producer.close()
+    returned: list = []
+    with RecordConsumer(kafka_broker.bootstrap, topic, dead_letters=False) as consumer:
+        for _ in range(2):  # the same error twice: nothing was consumed in between
+            with pytest.raises(AvroDecodeError, match="@2"):
+                for _ in range(100):  # until the broker has returned the messages
+                    returned += consumer.poll(200)
+            # consumed = exactly what was returned (0 or both good messages, by how the broker
+            # split its answers); the poll that met offset 2 was rewound
+            assert consumer.positions().get(0, 0) == len(returned) <= 2
+
+
 def _produce_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "privstream.cli", "produce", *args], capture_output=True, text=True, timeout=60
@@ -239,6 +262,12 @@ def test_produce_cli_fails_fast_on_bad_input(kafka_broker: EmbeddedBroker) -> No
     assert no_count.returncode == 2 and "count" in no_count.stderr
     unreachable = _produce_cli("--bootstrap", "127.0.0.1:1", "--generator", "zipf", "--count", "10")
     assert unreachable.returncode == 2 and "127.0.0.1:1 is unreachable" in unreachable.stderr
+    # checked before any broker is contacted (an unreachable one would be reported otherwise)
+    generated = ("--bootstrap", "127.0.0.1:1", "--generator", "zipf", "--count", "10")
+    no_batch = _produce_cli(*generated, "--batch", "0")
+    assert no_batch.returncode == 2 and "error: --batch: must be >= 1" in no_batch.stderr
+    no_users = _produce_cli(*generated, "--key", "user")
+    assert no_users.returncode == 2 and "error: --users:" in no_users.stderr
 
 
 def test_produce_cli_punctuates_every_partition_by_event_time(

@@ -177,6 +177,52 @@ def test_pmg_noises_every_slot_with_one_shared_noise() -> None:
     assert abs(np.arctanh(r) - np.arctanh(0.5)) < half_width
 
 
+def test_release_pmg_noises_all_k_slots_of_the_sketch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``release(..., "pmg")`` hands PMG every one of the k slots: real keys, zero-count keys and the
+    dummies of a sketch that has not filled up."""
+    import importlib
+
+    release_module = importlib.import_module("privstream.mechanisms.release")  # the module, not the function
+    seen: list[list] = []
+    real_pmg = release_module.pmg_release
+
+    def spy(slots, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(list(slots))
+        return real_pmg(slots, *args, **kwargs)
+
+    monkeypatch.setattr(release_module, "pmg_release", spy)
+    sketch = alg1([1, 1, 2, 3, 4], 6)  # 4 distinct, k = 6: two dummies; no decrement yet
+    sketch.update(5)
+    sketch.update(6)
+    sketch.update(7)  # absent, every counter >= 1: decrement all, 2..6 drop to zero
+    release(sketch, BUDGET, mechanism="pmg", rng=SeededRandomSource(2))
+    (slots,) = seen
+    assert len(slots) == 6 and slots == sketch.slots()
+    assert any(c == 0 for _, c in slots)  # zero-count keys are noised too
+    fresh = alg1([1], 4)
+    release(fresh, BUDGET, mechanism="pmg", rng=SeededRandomSource(2))
+    assert len(seen[1]) == 4 and sum(isinstance(x, Dummy) for x, _ in seen[1]) == 3
+
+
+def test_chan_mechanisms_clamp_select_and_scale() -> None:
+    """Chan et al.: chan_pmg adds Geom(exp(ε/(k+1))), keeps values >= 1 (clamp at 0) and at most the
+    top k; chan_topk adds Laplace(k/ε) and keeps exactly the top k over the declared domain."""
+    sketch = standard(stream(5, n=2000, universe=60), 8)
+    for seed in range(20):
+        pmg = release(
+            sketch, Budget(1.0), mechanism="chan_pmg", domain=range(60), rng=SeededRandomSource(seed)
+        )
+        assert dict(pmg.parameters)["scale"] == "9/eps" and len(pmg.items) <= 8
+        assert all(v >= 1 for _, v in pmg.items)
+        topk = release(
+            sketch, Budget(1.0), mechanism="chan_topk", domain=range(60), rng=SeededRandomSource(seed)
+        )
+        assert dict(topk.parameters)["scale"] == "8/eps" and len(topk.items) == 8
+    # the heaviest key (count far above the noise scale) is always released by both
+    heaviest = max(sketch.counters(), key=sketch.counters().get)
+    assert heaviest in dict(pmg.items) and heaviest in dict(topk.items)
+
+
 def test_threshold_is_inclusive_and_dummies_dropped_after() -> None:
     out = threshold_and_sort([("b", 5), (3, 4), (Dummy(0), 9), (2, 5)], 5)
     assert out == ((2, 5), ("b", 5))
@@ -204,6 +250,8 @@ def _violations(
         ("gshm", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
         ("laplace_threshold", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
         ("pure_topk", lambda s: alg1(s, 16)),
+        ("chan_topk", lambda s: standard(s, 16)),
+        ("chan_pmg", lambda s: standard(s, 16)),
     ],
 )
 def test_error_interval_holds_at_least_as_often_as_stated(name: str, builder) -> None:  # noqa: ANN001
@@ -212,7 +260,7 @@ def test_error_interval_holds_at_least_as_often_as_stated(name: str, builder) ->
     items = stream(21, n=3000, universe=120)
     sketch = builder(items)
     beta = 0.2
-    runs = 300 if name == "pure_topk" else 1500
+    runs = 300 if name in ("pure_topk", "chan_topk", "chan_pmg") else 1500
     rng = SeededRandomSource(22)
     outs = [
         release(sketch, Budget(1.0, 1e-3), mechanism=name, beta=beta, rng=rng, domain=range(120))

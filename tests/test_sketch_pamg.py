@@ -203,3 +203,14 @@ def test_merge_requires_same_m_and_family() -> None:
         PrivacyAwareMisraGries(5, 2).merge(StandardMisraGries(5))
     with pytest.raises(ValueError, match="m"):
         merge_pamg([PrivacyAwareMisraGries(5, 2), PrivacyAwareMisraGries(5, 3)])
+
+
+def test_update_is_the_per_user_step() -> None:
+    """``update`` (the interface every sketch has) takes one user's set, exactly like ``update_user``."""
+    a, b = PrivacyAwareMisraGries(4, 2), PrivacyAwareMisraGries(4, 2)
+    for user in ([1, 2], [2, 3], [4, 5], [1]):
+        a.update(user)
+        b.update_user(user)
+    assert a.to_bytes() == b.to_bytes() and a.n_users == 4
+    with pytest.raises(ValueError, match="m=2"):
+        a.update([1, 2, 3])

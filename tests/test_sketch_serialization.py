@@ -136,7 +136,28 @@ def test_wrong_type_wrong_version_and_bad_magic() -> None:
         (SketchType.STANDARD_MISRA_GRIES, [2, 10, Build.MERGED.code], {1: 0}, "zero"),
         (SketchType.MISRA_GRIES, [3, 10, Build.ALG1_SEQUENTIAL.code, 0], {1: 1}, "exactly k slots"),
         (SketchType.MISRA_GRIES, [2, 4, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(1): 0}, "sum identity"),
-        (SketchType.MISRA_GRIES, [2, 1, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(5): 0}, "dummy index"),
+        (SketchType.MISRA_GRIES, [2, 1, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(5): 0}, "suffix"),
+        # unreachable Alg. 1 states: dummies are used in order, never counted, and none is left
+        # once a decrement happened (so no real key is at 0 beside a dummy)
+        (SketchType.MISRA_GRIES, [3, 2, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, 2: 1, Dummy(0): 0}, "suffix"),
+        (
+            SketchType.MISRA_GRIES,
+            [2, 2, Build.ALG1_SEQUENTIAL.code, 0],
+            {1: 1, Dummy(1): 1},
+            "exactly the dummies",
+        ),
+        (
+            SketchType.MISRA_GRIES,
+            [3, 1, Build.ALG1_SEQUENTIAL.code, 0],
+            {1: 1, 2: 0, Dummy(2): 0},
+            "exactly the",
+        ),
+        (
+            SketchType.MISRA_GRIES,
+            [2, 4, Build.ALG1_SEQUENTIAL.code, 1],
+            {1: 1, Dummy(1): 0},
+            "never decremented",
+        ),
         (SketchType.PAMG, [3, 10, Build.PAMG.code, 3, 5], {1: 1}, "m < k"),
         (SketchType.PAMG, [3, 10, Build.PAMG.code, 1, 5], {1: 1}, "m \\* users"),
         (SketchType.REDUCED, [3, 10, Build.MERGED.code, 1], {1: 1}, "cannot be reduced"),

@@ -9,6 +9,8 @@
   Chan et al. Alg. 1 (PMG): Geom(exp(ε/Δ)) on every counter, clamp at 0, keep the top k non-zero
   values (``clamp=True``). Δ = k for add/remove neighbours on MG sketches (Lebeda–Tětek §2, Cor. 7.2,
   Lemma 8.9), Δ = β + 1 = k + 1 under Chan et al.'s replace-one-event relation (their Lemma 2).
+  The release entry point uses Δ = k + 1 for ``chan_pmg`` (Chan et al.'s own calibration, valid for
+  both relations) and Δ = k for ``chan_topk`` (their Laplace(k/ε) baseline).
 
 Both use :func:`privstream.mechanisms.domain_topk.noisy_top_k`, which samples only the noise values
 that can reach the top k; its output law equals the naive one (see that module). Both release

@@ -13,7 +13,7 @@ mechanism              valid for                                                
 ``laplace_threshold``  every MG build (thresholded Laplace(k/ε))                       δ > 0
 ``pure_topk``          ALG1_SEQUENTIAL, STANDARD_SEQUENTIAL (Alg. 3 + Laplace(2/ε), §6) domain
 ``chan_topk``          every MG build (Laplace(k/ε) on the universe, top k)            domain
-``chan_pmg``           every MG build (Geom(exp(ε/k)), clamp at 0, top k non-zero)      domain
+``chan_pmg``           every MG build (Geom(exp(ε/(k+1))), clamp at 0, top k non-zero)  domain
 =====================  ==============================================================  =========
 
 PMG on a merged sketch is refused (§7: "we cannot run Algorithm 2 on the merged sketch"), as is any
@@ -110,12 +110,16 @@ def _sketch_term(build: Build) -> str:
     return "n/(k+1) (Fact 1)"
 
 
-def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | None, beta: float) -> _Plan:
-    build, k = _sketch_facts(sketch)
-    eps, delta = budget.epsilon, budget.delta
-    if eps <= 0:
+def _check_applicable(name: str, build: Build, budget: Budget, domain: DeclaredDomain | None) -> None:
+    """Raise :class:`MechanismNotApplicable` if mechanism ``name`` may not release a ``build`` sketch
+    under ``budget`` (and ``domain``), ValueError if ``name`` is unknown. These are all of
+    :func:`release`'s refusals of a mechanism; they depend on public parameters only and cost
+    nothing (no calibration, no noise)."""
+    if name not in MECHANISMS:
+        raise ValueError(f"mechanism must be 'auto' or one of {MECHANISMS}, got {name!r}")
+    if budget.epsilon <= 0:
         raise MechanismNotApplicable("budget.epsilon must be > 0 for a release")
-    if name in ("pmg", "pmg_standard", "gshm", "laplace_threshold") and delta <= 0:
+    if name in ("pmg", "pmg_standard", "gshm", "laplace_threshold") and budget.delta <= 0:
         raise MechanismNotApplicable(
             f"{name} is (ε, δ)-DP and needs delta > 0; use pure_topk/chan_* with a domain"
         )
@@ -123,13 +127,29 @@ def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | No
         raise MechanismNotApplicable(
             f"{name} adds noise to every element of a declared universe: pass domain="
         )
+    if name == "pmg" and build is not Build.ALG1_SEQUENTIAL:
+        raise MechanismNotApplicable(
+            f"pmg (Lebeda-Tetek Alg. 2) needs a sequentially built Alg. 1 sketch; this one is {build.name} "
+            "(§7: PMG must not be applied to merged sketches; use gshm or laplace_threshold)"
+        )
+    if name == "pmg_standard" and build not in _SEQUENTIAL:
+        raise MechanismNotApplicable(
+            f"pmg_standard (§5.1) needs a sequentially built MG sketch; this one is {build.name}"
+        )
+    if name == "pure_topk" and build not in _SEQUENTIAL:
+        raise MechanismNotApplicable(
+            f"pure_topk applies Alg. 3, whose ℓ1 < 2 bound (Lemma 6.2) needs a sequentially built MG sketch; "
+            f"this one is {build.name} (for partitions use release_partitions)"
+        )
+
+
+def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | None, beta: float) -> _Plan:
+    """Calibrate mechanism ``name`` for ``sketch`` (after :func:`_check_applicable`)."""
+    build, k = _sketch_facts(sketch)
+    _check_applicable(name, build, budget, domain)
+    eps, delta = budget.epsilon, budget.delta
     term = _sketch_term(build)
     if name == "pmg":
-        if build is not Build.ALG1_SEQUENTIAL:
-            raise MechanismNotApplicable(
-                f"pmg (Lebeda-Tetek Alg. 2) needs a sequentially built Alg. 1 sketch; this one is {build.name} "
-                "(§7: PMG must not be applied to merged sketches; use gshm or laplace_threshold)"
-            )
         thr = pmg_threshold(eps, delta)
         return _Plan(
             name,
@@ -138,10 +158,6 @@ def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | No
             lambda rng: pmg_release(sketch.slots(), eps, thr, rng),  # type: ignore[attr-defined]
         )
     if name == "pmg_standard":
-        if build not in _SEQUENTIAL:
-            raise MechanismNotApplicable(
-                f"pmg_standard (§5.1) needs a sequentially built MG sketch; this one is {build.name}"
-            )
         thr = pmg_standard_threshold(eps, delta, k)
         return _Plan(
             name,
@@ -166,20 +182,18 @@ def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | No
             lambda rng: laplace_threshold_release(sketch.counters(), eps, thr, k, rng),  # type: ignore[attr-defined]
         )
     if name == "pure_topk":
-        if build not in _SEQUENTIAL:
-            raise MechanismNotApplicable(
-                f"pure_topk applies Alg. 3, whose ℓ1 < 2 bound (Lemma 6.2) needs a sequentially built MG sketch; "
-                f"this one is {build.name} (for partitions use release_partitions)"
-            )
         reduced = reduce_sensitivity(sketch)  # type: ignore[arg-type]
         return _reduced_plan(reduced, eps, k, domain, beta)  # type: ignore[arg-type]
     if name in ("chan_topk", "chan_pmg"):
+        # chan_pmg: Geom(exp(ε/(β+1))) with β = k (Chan et al. Lemma 2: ℓ1-sensitivity <= β + 1, also
+        # >= the add/remove sensitivity k of Lebeda-Tetek Lemma 2); chan_topk: their Laplace(k/ε) baseline
         clamp = name == "chan_pmg"
+        sensitivity = k + 1 if clamp else k
         return _Plan(
             name,
-            chan_error_bound(eps, k, domain, beta, term),  # type: ignore[arg-type]
-            (("scale", f"{k}/eps"), ("clamp_at_zero", clamp), ("k", k), _DOMAIN_SCOPE),
-            lambda rng: chan_values(sketch.counters(), eps, k, k, domain, rng, clamp=clamp),  # type: ignore[arg-type, attr-defined]
+            chan_error_bound(eps, sensitivity, domain, beta, term),  # type: ignore[arg-type]
+            (("scale", f"{sensitivity}/eps"), ("clamp_at_zero", clamp), ("k", k), _DOMAIN_SCOPE),
+            lambda rng: chan_values(sketch.counters(), eps, k, sensitivity, domain, rng, clamp=clamp),  # type: ignore[arg-type, attr-defined]
         )
     raise ValueError(f"mechanism must be 'auto' or one of {MECHANISMS}, got {name!r}")
 
@@ -275,12 +289,17 @@ def _check_ledger(ledger: PrivacyLedger | None, build: Build, epoch: int | None)
 
 
 def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | None = None) -> dict[str, str]:
-    """Every mechanism name -> "" if valid for this sketch/budget/domain, else the reason it is not."""
+    """Every mechanism name -> "" if valid for this sketch/budget/domain, else the reason it is not.
+
+    The same checks as :func:`release`'s (:func:`_check_applicable`), without calibrating, charging
+    or drawing anything, so asking is cheap. The answer depends on the sketch's build and m, not on
+    its counts: an empty sketch of the right kind answers for every sketch of that kind."""
     declared = None if domain is None else declared_domain(domain)
     out = {}
     for name in MECHANISMS:
         try:
-            _plan(name, sketch, budget, declared, 0.05)
+            build, _ = _sketch_facts(sketch)
+            _check_applicable(name, build, budget, declared)
             out[name] = ""
         except MechanismNotApplicable as exc:
             out[name] = str(exc)

@@ -117,9 +117,19 @@ class MisraGries(_MisraGriesBase):
             require(len(self._counters) == self._k, "an Alg. 1 sketch must have exactly k slots")
             total = self._n - self._decrements * (self._k + 1)
             require(sum(self._counters.values()) == total, "slots violate the sum identity n - α(k+1)")
+            dummies = sorted(x.index for x in self._counters if type(x) is Dummy)
+            # Alg. 1 uses dummies in order and only while one is left no decrement can happen, so
+            # reachable states hold a suffix Dummy(j)..Dummy(k-1), all at 0, next to no real zero.
             require(
-                all(x.index < self._k for x in self._counters if type(x) is Dummy), "dummy index out of range"
+                dummies == list(range(self._k - len(dummies), self._k)), "dummies must be a suffix of 0..k-1"
             )
+            if dummies:
+                zero_keys = {x for x, c in self._counters.items() if c == 0}
+                require(
+                    zero_keys == {x for x in self._counters if type(x) is Dummy},
+                    "while dummies are left, exactly the dummies are at 0",
+                )
+                require(self._decrements == 0, "an Alg. 1 sketch with dummies left has never decremented")
             self._rebuild_zero_heap()
         else:
             self._zero_heap = None

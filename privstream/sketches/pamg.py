@@ -75,6 +75,9 @@ class PrivacyAwareMisraGries(CounterSketch):
         if len(counters) > self._k:  # decrement all once for this user
             self._counters = {y: c - 1 for y, c in counters.items() if c > 1}
 
+    #: ``update(items)``: the common sketch interface; PAMG's unit of update is one user's set.
+    update = update_user
+
     def update_batch(self, users: Iterable[Iterable[object]]) -> None:
         """Validate each user, then merge the batch's exact histogram (build ``PAMG_MERGED``)."""
         flat: list[Item] = []
