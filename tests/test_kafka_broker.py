@@ -7,6 +7,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from privstream.connectors import s3_local
@@ -71,26 +73,49 @@ def test_topic_spec_validation() -> None:
         TopicSpec("", 1)
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_broker_cli_prints_bootstrap_and_stops_cleanly(stop_signal: signal.Signals) -> None:
+@contextmanager
+def _broker_cli(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``privstream broker ARGS`` in a subprocess; yields it and the bootstrap it printed."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "privstream.cli", "broker", "--partitions", "2"],
+        [sys.executable, "-m", "privstream.cli", "broker", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        bootstrap = process.stdout.readline().strip()  # type: ignore[union-attr]
+        yield process, process.stdout.readline().strip()  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_broker_cli_prints_bootstrap_and_stops_cleanly(stop_signal: signal.Signals) -> None:
+    with _broker_cli("--partitions", "2") as (process, bootstrap):
         host, port = bootstrap.split(":")
         assert host == "127.0.0.1" and probe_metadata(host, int(port))
         assert "events" in list_topics(bootstrap)
         process.send_signal(stop_signal)  # SIGINT is what Ctrl-C sends
         assert process.wait(timeout=20) == 0
         assert not probe_metadata(host, int(port), timeout=0.5)  # tansu stopped with the CLI
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+
+
+def test_broker_cli_port_and_data_survive_a_restart(tmp_path) -> None:
+    """``privstream broker --port P --data DIR``: listens on P; a topic created in one run is there
+    after a restart on the same directory."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not on PATH: no s3rver, so no durable broker on this machine")
+    port, data = free_port(), str(tmp_path / "cli-broker")
+    with _broker_cli("--port", str(port), "--data", data, "--no-topics") as (process, bootstrap):
+        assert bootstrap == f"127.0.0.1:{port}", process.stderr.read() if process.poll() is not None else ""
+        create_topics(bootstrap, [TopicSpec("kept", 3)])
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    with _broker_cli("--port", str(port), "--data", data, "--no-topics") as (process, bootstrap):
+        assert bootstrap == f"127.0.0.1:{port}" and "kept" in list_topics(bootstrap)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
 
 
 def test_durable_broker_keeps_topics_records_and_offsets(tmp_path) -> None:
