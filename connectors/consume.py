@@ -142,10 +142,10 @@ class RecordConsumer:
         return out
 
     @contextmanager
-    def _rewind(self, polled: Sequence[Any]) -> Iterator[None]:
+    def _rewind(self, polled: Sequence[Any], returned: int = 0) -> Iterator[None]:
         """If the body raises, seek every partition in ``polled`` back to its first polled offset (and
-        forget those positions), so a poll that raises loses nothing: the next poll meets the same
-        messages (and the same error) again."""
+        forget those positions and the ``returned`` records counted), so a poll that raises loses
+        nothing: the next poll meets the same messages (and the same error) again."""
         try:
             yield
         except Exception:
@@ -155,6 +155,7 @@ class RecordConsumer:
             for partition, offset in first.items():
                 self._consumer.seek(self._tps[partition], offset)
                 self._next_offsets[partition] = offset
+            self.records_returned -= returned
             raise
 
     def positions(self) -> dict[int, int]:
@@ -246,18 +247,21 @@ class EventConsumer(RecordConsumer):
         users: list[Any] = []
         times: list[int] = []
         records = self.poll(timeout_ms, max_records)
+        markers: list[DecodedRecord] = []  # applied only once the whole poll went through
         for record in records:
             if append_events(record.schema, record.value, items, users, times):
                 continue
             if record.schema == "EndMarker":
-                self.end_markers[record.partition].append(record.value)
+                markers.append(record)
             elif record.schema == "EpochWatermark":
                 continue  # punctuation: a public clock for time-epoch jobs, carries no events
             else:
-                with self._rewind(records):
+                with self._rewind(records, returned=len(records)):
                     self.dead_letter(
                         record, record.raw, f"unexpected schema {record.schema} on topic {record.topic}"
                     )
+        for record in markers:
+            self.end_markers[record.partition].append(record.value)
         return columns_from_events(items, users, times)
 
     def read(

@@ -178,7 +178,7 @@ class TimeEpochs:
             return Split([], 0)
         closed = progress.closed_through
         if closed is None:
-            return Split([], len(times), "before this partition's first EpochWatermark punctuation")
+            return Split([], len(times), "early (before this partition's first EpochWatermark punctuation)")
         epochs = times // self.length_ms
         late = int((epochs <= closed).sum())
         pieces: list[tuple[int, Payload]] = []
@@ -189,7 +189,9 @@ class TimeEpochs:
             else:
                 pieces.append((epoch, payload))
         progress.seen += len(times) - late
-        return Split(pieces, late, f"of epochs already closed by punctuation (<= {closed})" if late else "")
+        return Split(
+            pieces, late, f"late (their epochs <= {closed} were closed by punctuation)" if late else ""
+        )
 
     def closable_through(self, progress: ShardProgress) -> int | None:
         """Every epoch ending at or before ``watermark - lateness_ms`` (punctuation only)."""

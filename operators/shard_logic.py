@@ -105,11 +105,14 @@ class ShardSketcher:
 
 
 class MergeState(NamedTuple):
-    """What the merge operator checkpoints: per-shard progress and the sketches of pending epochs."""
+    """What the merge operator checkpoints: per-shard progress, the sketches of pending epochs, and
+    each shard's first epoch (known from its first message; ``FINAL`` for a shard that ended
+    without any epoch)."""
 
     closed: tuple[int | None, ...]
     pending: dict[int, dict[int, bytes]]
     next_epoch: int | None
+    starts: tuple[int | None, ...]
 
 
 class EpochMerger:
@@ -120,24 +123,28 @@ class EpochMerger:
             raise ValueError(f"shards: must be an int >= 1, got {num_shards!r}")
         self.num_shards = num_shards
         self.spec = spec
-        self.state = state or MergeState((None,) * num_shards, {}, None)
+        self.state = state or MergeState((None,) * num_shards, {}, None, (None,) * num_shards)
 
     def add(self, msg: ShardSketch) -> list[MergedEpoch]:
         if not 0 <= msg.shard < self.num_shards:
             raise ValueError(
                 f"shards: got a sketch from shard {msg.shard}, but the job has {self.num_shards} shards"
             )
-        closed = list(self.state.closed)
+        closed, starts = list(self.state.closed), list(self.state.starts)
         prev = closed[msg.shard]
         closed[msg.shard] = msg.closed_through if prev is None else max(prev, msg.closed_through)
+        if starts[msg.shard] is None:  # the shard's first message says where its epochs start
+            starts[msg.shard] = msg.epoch if msg.epoch is not None else min(msg.closed_through + 1, FINAL)
         pending = self.state.pending
         if msg.epoch is not None and msg.data is not None:
             pending.setdefault(msg.epoch, {})[msg.shard] = msg.data
         next_epoch = self.state.next_epoch
-        if next_epoch is None and pending and all(c is not None for c in closed):
-            # every shard has emitted its first epoch by now (shards emit contiguously from their first)
-            next_epoch = min(pending)
-        self.state = MergeState(tuple(closed), pending, next_epoch)
+        if next_epoch is None and all(s is not None for s in starts):
+            # the first epoch of the job: from every shard's first message (punctuation or position
+            # only), never from which shard's data happened to arrive first
+            first = min(starts)  # type: ignore[type-var]
+            next_epoch = first if first < FINAL else None
+        self.state = MergeState(tuple(closed), pending, next_epoch, tuple(starts))
         return list(self._complete())
 
     def close_all_through(self, epoch: int) -> list[MergedEpoch]:
@@ -147,11 +154,11 @@ class EpochMerger:
         pending, next_epoch = self.state.pending, self.state.next_epoch
         if next_epoch is None and pending:
             next_epoch = min(pending)
-        self.state = MergeState(closed, pending, next_epoch)
+        self.state = MergeState(closed, pending, next_epoch, self.state.starts)
         return list(self._complete())
 
     def _complete(self) -> Iterator[MergedEpoch]:
-        closed, pending, next_epoch = self.state
+        closed, pending, next_epoch, starts = self.state
         if next_epoch is None or any(c is None for c in closed):
             return
         through = min(c for c in closed if c is not None)
@@ -163,4 +170,4 @@ class EpochMerger:
             merged = self.spec.merge(ordered)
             yield MergedEpoch(next_epoch, merged.to_bytes(), len(ordered))
             next_epoch += 1
-            self.state = MergeState(closed, pending, next_epoch)
+            self.state = MergeState(closed, pending, next_epoch, starts)

@@ -123,7 +123,7 @@ class ShardSketchFunction(KeyedProcessFunction):
                 return
             if late:
                 yield self._dead_letter(
-                    payload, f"{late} late event(s) {sketcher.late_reason}: not counted", shard, offset
+                    payload, f"{late} event(s) {sketcher.late_reason}: not counted", shard, offset
                 )
         self.progress.update(sketcher.progress.to_bytes())
         yield from out

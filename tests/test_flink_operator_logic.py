@@ -155,6 +155,26 @@ def test_punctuation_before_any_event_closes_epochs_for_the_merge() -> None:
     assert [(m.epoch, load_sketch(m.data).counters()) for m in merged] == [(3, {2: 1})]
 
 
+def test_merged_epochs_do_not_depend_on_which_shard_arrives_first() -> None:
+    """Shards whose first punctuations differ start at different epochs: the job's first epoch is
+    the smallest shard start (punctuation only), whichever shard's messages reach the merge first."""
+    policy, spec = TimeEpochs(10), SketchSpec("mg", 8)
+    a = ShardSketcher(0, spec, policy, {}, ShardProgress())
+    b = ShardSketcher(1, spec, policy, {}, ShardProgress())
+    from_a = (
+        a.add(WatermarkPayload("clock", 60))[0] + a.add(_events(7, 2, 61))[0] + a.add(_events(8, 1, 75))[0]
+    )
+    from_a += a.add(WatermarkPayload("clock", 100))[0] + a.finish()
+    from_b = b.add(WatermarkPayload("clock", 80))[0] + b.add(_events(9, 1, 85))[0]
+    from_b += b.add(WatermarkPayload("clock", 100))[0] + b.finish()
+    releases = []
+    for order in (from_a + from_b, from_b + from_a):
+        merger = EpochMerger(2, spec)
+        merged = [m for msg in order for m in merger.add(msg)]
+        releases.append([(m.epoch, load_sketch(m.data).counters()) for m in merged])
+    assert releases[0] == releases[1] == [(6, {7: 2}), (7, {8: 1}), (8, {9: 1}), (9, {})]
+
+
 def test_count_epochs_ignore_punctuation() -> None:
     sketcher = ShardSketcher(0, SketchSpec("mg", 8), CountEpochs(4), {}, ShardProgress())
     assert sketcher.add(WatermarkPayload("clock", 10**12)) == ([], 0)
