@@ -72,9 +72,6 @@ class ShardProgress:
     def from_bytes(cls, data: bytes | None) -> ShardProgress:
         return cls() if not data else cls(**json.loads(data))
 
-    def is_closed(self, epoch: int) -> bool:
-        return self.closed_through is not None and epoch <= self.closed_through
-
     def punctuate(self, watermark_ms: int) -> None:
         """Record a punctuation; the shard's watermark never moves back."""
         self.watermark = watermark_ms if self.watermark is None else max(self.watermark, watermark_ms)
