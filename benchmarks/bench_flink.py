@@ -59,7 +59,7 @@ def produce(
         bootstrap,
         topic,
         events_per_message=batch,
-        key_by="none",
+        key_by="item",
         max_request_size=16 << 20,
         batch_size=1 << 20,
     ) as producer:

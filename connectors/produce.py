@@ -1,10 +1,14 @@
 """Event producers: columns of items (and user ids, event times) -> Avro messages on a topic.
 
 One event per message (``Event``) or micro-batches (``EventBatch``, ``events_per_message > 1``).
-Partitioning is explicit and the same in both modes: with ``key_by="user"`` or ``"item"`` the
-partition is a stable hash of the key (splitmix64 for ints, xxh64 for strings) modulo the partition
-count, so all events of one user/item land in one partition (a batch only holds events of one
-partition); with ``key_by="none"`` messages go round-robin. :meth:`EventProducer.finish` flushes and
+Partitioning is explicit and the same in both modes: the partition is a stable hash of the key —
+the item (``key_by="item"``, the default) or the user (``"user"``) — modulo the partition count
+(splitmix64 for ints, xxh64 for strings), so all events of one item/user land in one partition (a
+batch only holds events of one partition). An event's partition therefore depends on that event
+alone: removing one event changes one partition's stream and no other, which is what the
+heavy-hitters job's guarantee needs (Lebeda–Tětek Cor. 7.2) and what it verifies per event.
+Position-based partitioning (round-robin, sticky) would move every later event to another shard
+when one event is removed, so it is not offered. :meth:`EventProducer.finish` flushes and
 then writes an ``EndMarker`` with the per-partition event count to every partition, which is how
 consumers detect the end of a bounded run (never by end offsets: tansu's are wrong).
 :meth:`EventProducer.punctuate` likewise flushes and writes an ``EpochWatermark`` to every partition:
@@ -20,47 +24,16 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import xxhash
 from privstream.connectors.avro_codec import default_registry
 from privstream.connectors.clients import ProducerHandle, kafka_producer
+from privstream.connectors.partitioning import partition_for
 from privstream.connectors.topics import EVENTS, LDP_REPORTS
 from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
 
-KeyBy = Literal["none", "user", "item"]
-KEY_BY: tuple[str, ...] = ("none", "user", "item")
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _splitmix64(values: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = values.astype(np.int64).view(np.uint64) + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
-
-
-def partition_for(keys: np.ndarray | Sequence[Any], num_partitions: int) -> np.ndarray:
-    """Stable partition per key: splitmix64 (ints) or xxh64 of UTF-8 (strings), modulo ``num_partitions``."""
-    keys = np.asarray(keys)
-    if keys.dtype.kind in "iu":
-        hashes = _splitmix64(keys)
-    else:
-        hashes = np.fromiter(
-            (
-                xxhash.xxh64_intdigest(k.encode())
-                if isinstance(k, str)
-                else int(_splitmix64(np.array([k]))[0])
-                for k in keys.tolist()
-            ),
-            dtype=np.uint64,
-            count=len(keys),
-        )
-    return (hashes % np.uint64(num_partitions)).astype(np.int64)
+KeyBy = Literal["item", "user"]
+KEY_BY: tuple[str, ...] = ("item", "user")
 
 
 def _as_list(values: np.ndarray | Sequence[Any], name: str) -> list[Any]:
@@ -80,7 +53,7 @@ class EventProducer(ProducerHandle):
         topic: str = EVENTS,
         *,
         events_per_message: int = 1,
-        key_by: KeyBy = "none",
+        key_by: KeyBy = "item",
         producer_id: str | None = None,
         **producer_config: Any,
     ) -> None:
@@ -106,7 +79,6 @@ class EventProducer(ProducerHandle):
         self.events_per_partition = dict.fromkeys(self.partitions, 0)
         self.events_sent = 0
         self.messages_sent = 0
-        self._round_robin = 0
 
     def send_columns(self, columns: EventColumns) -> int:
         return self.send(columns.items, columns.user_ids, columns.event_time_ms)
@@ -131,45 +103,33 @@ class EventProducer(ProducerHandle):
             raise ValueError("user_ids/event_time_ms: must have the same length as items")
         if n == 0:
             return 0
-        if self.key_by == "none":
-            groups = self._round_robin_groups(n)
-        else:
-            if self.key_by == "user" and any(u is None for u in users):
-                raise ValueError("user_ids: key_by='user' needs a user id for every event")
-            keys = users if self.key_by == "user" else item_list
-            parts = partition_for(
-                np.asarray(keys, dtype=object) if not _all_ints(keys) else np.asarray(keys),
-                len(self.partitions),
-            )
-            order = np.argsort(parts, kind="stable")
-            bounds = np.flatnonzero(np.diff(parts[order])) + 1
-            groups = [
-                (self.partitions[int(parts[chunk[0]])], chunk.tolist()) for chunk in np.split(order, bounds)
-            ]
+        if self.key_by == "user" and any(u is None for u in users):
+            raise ValueError("user_ids: key_by='user' needs a user id for every event")
+        keys = users if self.key_by == "user" else item_list
+        parts = partition_for(
+            np.asarray(keys, dtype=object) if not _all_ints(keys) else np.asarray(keys),
+            len(self.partitions),
+        )
+        order = np.argsort(parts, kind="stable")
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
+        groups = [
+            (self.partitions[int(parts[chunk[0]])], chunk.tolist()) for chunk in np.split(order, bounds)
+        ]
         for partition, indices in groups:
             self._send_partition(partition, indices, item_list, users, times)
         self.events_sent += n
         return n
 
-    def _round_robin_groups(self, n: int) -> list[tuple[int, list[int]]]:
-        step = self.events_per_message
-        groups = []
-        for start in range(0, n, step):
-            partition = self.partitions[self._round_robin % len(self.partitions)]
-            self._round_robin += 1
-            groups.append((partition, list(range(start, min(n, start + step)))))
-        return groups
-
     def _send_partition(
         self, partition: int, indices: list[int], items: list[Any], users: list[Any], times: list[int]
     ) -> None:
-        key_source = users if self.key_by == "user" else items if self.key_by == "item" else None
+        key_source = users if self.key_by == "user" else items
         send = self._producer.send
         if self.events_per_message == 1:
             encode = self._registry.encode
             for i in indices:
                 value = encode("Event", {"item": items[i], "user_id": users[i], "event_time": times[i]})
-                key = None if key_source is None else str(key_source[i]).encode()
+                key = str(key_source[i]).encode()
                 send(self.topic, value=value, key=key, partition=partition)
             self.messages_sent += len(indices)
         else:

@@ -56,7 +56,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--param", action="append", default=[], metavar="NAME=VALUE", help="generator parameter"
     )
     parser.add_argument("--batch", type=int, default=1, help="events per message (1: Event, >1: EventBatch)")
-    parser.add_argument("--key", choices=("none", "user", "item"), default="none", help="partition key")
+    parser.add_argument(
+        "--key",
+        choices=("item", "user"),
+        default="item",
+        help="partition by a hash of the item (default) or of the user; never by position, which would break "
+        "the job's neighbour relation",
+    )
     parser.add_argument("--chunk", type=int, default=10_000, help="events per send step")
     parser.add_argument("--partitions", type=int, default=4, help="partitions if the topic must be created")
     parser.add_argument("--no-end-marker", action="store_true")

@@ -18,8 +18,9 @@ Pipeline (PyFlink DataStream; see ``../shared/DESIGN.md``)::
             ├─ main: Avro Release → releases                      KafkaSink EXACTLY_ONCE
             └─ side: LedgerEntry keyed by ledger id → ledger       KafkaSink EXACTLY_ONCE (compacted)
 
-Shards are the topic's partitions (producers that key by user put each user in one shard, which
-PAMG needs). Each Kafka message should be an ``EventBatch`` (micro-batch): per-record Python is
+Shards are the topic's partitions, which producers must choose by a hash of the item (or of the
+user: ``--shard-key user``, always for PAMG); the job recomputes the hash of every event and
+dead-letters misrouted messages, because position-based partitioning breaks the neighbour relation. Each Kafka message should be an ``EventBatch`` (micro-batch): per-record Python is
 ~10^4 records/s here, batched messages reach ~10^5–10^6 events/s (``benchmarks/bench_flink.py``).
 Releases of merged sketches use GSHM / thresholded Laplace (never PMG). Configuration errors
 are reported before Flink starts, naming the option. The source is unbounded unless
@@ -209,6 +210,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
     )
     p.add_argument(
+        "--shard-key",
+        choices=("item", "user"),
+        default=None,
+        help="what producers hash to pick an event's partition (verified for every event; misrouted "
+        "messages are dead-lettered): item (default for MG) or user (always for --m)",
+    )
+    p.add_argument(
         "--mechanism", default="auto", help="release mechanism (default: the entry point's choice)"
     )
     p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
@@ -286,8 +294,10 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
             file=sys.stderr,
         )
     check_kafka_options(args)
+    if args.m is not None and args.shard_key == "item":
+        raise ConfigError("--shard-key: a user-level job (--m) shards by user: one user's sets in one shard")
     with option_error("--"):  # SketchSpec's messages start with the parameter: k or m
-        spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m)
+        spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m, args.shard_key)
     policy = parse_epoch(args.epoch, args.lateness)
     if args.operator == "window":
         if not isinstance(policy, TimeEpochs):

@@ -72,7 +72,7 @@ def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: byt
     else:
         shard_sketches = (
             rows.key_by(lambda r: r[1], key_type=Types.INT())
-            .process(ShardSketchFunction(config.spec, config.policy, config.topic, config.faults))
+            .process(ShardSketchFunction(config.spec, config.policy, config.topic, config.faults, shards))
             .uid("shard-sketch")
             .name("shard sketch (keyed by partition)")
             .set_parallelism(config.parallelism)
@@ -139,7 +139,9 @@ def _window_variant(rows: Any, config: JobConfig, shards: int) -> tuple[Any, Any
     policy = config.policy
     assert isinstance(policy, TimeEpochs)
     pieces = (
-        rows.process(EpochPieces(config.spec, policy, config.topic)).uid("epoch-pieces").name("decode + cut")
+        rows.process(EpochPieces(config.spec, policy, config.topic, shards))
+        .uid("epoch-pieces")
+        .name("decode + cut")
     )
     watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
         Duration.of_millis(policy.lateness_ms)

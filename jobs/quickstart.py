@@ -48,7 +48,7 @@ def _produce(bootstrap: str, args: argparse.Namespace) -> tuple[object, float]:
         start_time_ms=int(time.time() * 1000),
     )
     start = time.monotonic()
-    with EventProducer(bootstrap, "events", events_per_message=1000, key_by="none") as producer:
+    with EventProducer(bootstrap, "events", events_per_message=1000, key_by="item") as producer:
         producer.send_columns(columns)
         producer.finish()
     return np.asarray(columns.items), time.monotonic() - start

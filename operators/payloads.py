@@ -25,23 +25,25 @@ class PayloadError(ValueError):
 
 @dataclass(frozen=True)
 class EventPayload:
-    """Events for an event-level sketch: ``items[i]`` happened at ``times[i]`` (ms)."""
+    """Events for an event-level sketch: ``items[i]`` happened at ``times[i]`` (ms); ``users[i]``
+    is its user id (None where the producer gave none), used only to verify user-keyed sharding."""
 
     items: np.ndarray | list[object]
     times: np.ndarray
+    users: tuple[object, ...] = ()
 
     def __len__(self) -> int:
         return len(self.times)
 
     def take(self, start: int, stop: int) -> EventPayload:
-        return EventPayload(self.items[start:stop], self.times[start:stop])
+        return EventPayload(self.items[start:stop], self.times[start:stop], self.users[start:stop])
 
     def select(self, mask: np.ndarray) -> EventPayload:
+        keep = mask.tolist()
+        users = tuple(u for u, k in zip(self.users, keep, strict=True) if k) if self.users else ()
         if isinstance(self.items, np.ndarray):
-            return EventPayload(self.items[mask], self.times[mask])
-        return EventPayload(
-            [x for x, keep in zip(self.items, mask.tolist(), strict=True) if keep], self.times[mask]
-        )
+            return EventPayload(self.items[mask], self.times[mask], users)
+        return EventPayload([x for x, k in zip(self.items, keep, strict=True) if k], self.times[mask], users)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,11 @@ def decode_payload(value: bytes | None, *, user_sets: bool) -> Payload:
         events = record["events"]
         items = [e["item"] for e in events]
         times = np.fromiter((e["event_time"] for e in events), dtype=np.int64, count=len(events))
-        return EventPayload(_items_array(items), times)
+        return EventPayload(_items_array(items), times, tuple(e["user_id"] for e in events))
     if name == "Event":
-        return EventPayload(_items_array([record["item"]]), np.array([record["event_time"]], dtype=np.int64))
+        return EventPayload(
+            _items_array([record["item"]]),
+            np.array([record["event_time"]], dtype=np.int64),
+            (record["user_id"],),
+        )
     raise PayloadError(f"unexpected {name} message: an event-level (MG) job reads EventBatch or Event")

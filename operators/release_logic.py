@@ -124,7 +124,9 @@ class EpochReleaser:
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
         record = "user set" if self.spec.user_sets else "event"
         result = replace(
-            result, neighbour_relation=self.policy.neighbour_relation(result.neighbour_relation, record)
+            result,
+            neighbour_relation=self.policy.neighbour_relation(result.neighbour_relation, record)
+            + self.spec.shard_relation,
         )
         entry = self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
         return encode("Release", release_record(result, merged.epoch, self.policy)), entry

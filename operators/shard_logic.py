@@ -20,7 +20,12 @@ from typing import NamedTuple
 
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
 from privstream.operators.payloads import Payload, WatermarkPayload
+from privstream.operators.routing import routing_error
 from privstream.operators.sketch_spec import SketchSpec
+
+
+class Misrouted(ValueError):
+    """A message whose events the data-independent partitioner puts in another shard."""
 
 
 class ShardSketch(NamedTuple):
@@ -50,8 +55,10 @@ class ShardSketcher:
         policy: EpochPolicy,
         store: MutableMapping[int, bytes],
         progress: ShardProgress,
+        shards: int = 1,
     ) -> None:
         self.shard = shard
+        self.shards = shards
         self.spec = spec
         self.policy = policy
         self.store = store
@@ -63,7 +70,11 @@ class ShardSketcher:
         """Count one message; returns the epochs it closed and how many of its events were late.
 
         A punctuation (``WatermarkPayload``) only advances the shard's clock: it may close epochs
-        (time epochs; count epochs ignore it) and is never counted."""
+        (time epochs; count epochs ignore it) and is never counted. A message with an event that the
+        partitioner would not put in this shard raises :class:`Misrouted` before anything is counted."""
+        reason = routing_error(payload, self.shard, self.shards, self.spec.shard_key or "item")
+        if reason is not None:
+            raise Misrouted(reason)
         if isinstance(payload, WatermarkPayload):
             self.progress.punctuate(payload.watermark_ms)
             return self._close_through(self.policy.closable_through(self.progress)), 0

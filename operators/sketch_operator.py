@@ -22,7 +22,7 @@ from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
 from privstream.operators.faults import TestFaults
 from privstream.operators.payloads import EndPayload, PayloadError, decode_payload
-from privstream.operators.shard_logic import ShardSketch, ShardSketcher
+from privstream.operators.shard_logic import Misrouted, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 from pyflink.common import Types
 from pyflink.datastream import OutputTag
@@ -76,9 +76,15 @@ class ShardSketchFunction(KeyedProcessFunction):
     """Per-shard epoch sketches; emits :class:`ShardSketch` tuples when epochs close."""
 
     def __init__(
-        self, spec: SketchSpec, policy: EpochPolicy, topic: str, faults: TestFaults | None = None
+        self,
+        spec: SketchSpec,
+        policy: EpochPolicy,
+        topic: str,
+        faults: TestFaults | None = None,
+        shards: int = 1,
     ) -> None:
         self.spec = spec
+        self.shards = shards
         self.policy = policy
         self.topic = topic
         self.faults = faults or TestFaults()
@@ -91,7 +97,9 @@ class ShardSketchFunction(KeyedProcessFunction):
 
     def _sketcher(self, shard: int) -> ShardSketcher:
         progress = ShardProgress.from_bytes(self.progress.value())
-        return ShardSketcher(shard, self.spec, self.policy, _MapStateStore(self.sketches), progress)
+        return ShardSketcher(
+            shard, self.spec, self.policy, _MapStateStore(self.sketches), progress, self.shards
+        )
 
     def _dead_letter(
         self, value: bytes | None, error: str, partition: int, offset: int
@@ -118,6 +126,9 @@ class ShardSketchFunction(KeyedProcessFunction):
         else:
             try:
                 out, late = sketcher.add(decoded)
+            except Misrouted as exc:  # the producer's partitioning breaks the neighbour relation
+                yield self._dead_letter(payload, str(exc), shard, offset)
+                return
             except ValueError as exc:  # e.g. a user set larger than m: the message is unusable
                 yield self._dead_letter(payload, f"rejected by the sketch: {exc}", shard, offset)
                 return

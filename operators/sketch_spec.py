@@ -1,9 +1,10 @@
 """Which sketch a shard keeps, and how shard sketches are created, updated, loaded and merged.
 
 ``SketchSpec("mg", k)``: per shard a Lebeda–Tětek Alg. 1 :class:`~privstream.sketches.MisraGries`
-fed with micro-batches through ``update_batch`` (the batch's exact histogram merged in, so the
-shard sketch is already ``Build.MERGED``, Cor. 7.2); shards are merged with
-:func:`~privstream.sketches.merge_misra_gries` (mergeable-summaries merge).
+fed with micro-batches through ``update_batch``, which processes them exactly item by item (the
+compiled Alg. 1 kernel), so a shard's sketch is its stream's sequential Alg. 1 sketch whatever the
+message boundaries (Lemma 2); shards are merged with :func:`~privstream.sketches.merge_misra_gries`
+(mergeable-summaries merge, Cor. 7.2: the shards must be cut by a hash of ``shard_key``).
 
 ``SketchSpec("pamg", k, m)``: per shard a :class:`~privstream.sketches.PrivacyAwareMisraGries`
 (Alg. 4) fed one user set at a time; shards merged with :func:`~privstream.sketches.merge_pamg`
@@ -42,10 +43,21 @@ class SketchSpec:
     kind: str
     k: int
     m: int | None = None
+    #: what the producer hashes to pick an event's partition (verified per event,
+    #: :mod:`privstream.operators.routing`): "item" (default for MG) or "user" (always for PAMG)
+    shard_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"sketch: expected one of {KINDS}, got {self.kind!r}")
+        if self.shard_key is None:
+            object.__setattr__(self, "shard_key", "user" if self.kind == "pamg" else "item")
+        if self.shard_key not in ("item", "user"):
+            raise ValueError(f"shard_key: expected 'item' or 'user', got {self.shard_key!r}")
+        if self.kind == "pamg" and self.shard_key != "user":
+            raise ValueError(
+                "shard_key: a user-level (PAMG) job shards by user (one user's sets in one shard)"
+            )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"k: must be an int >= 1, got {self.k!r}")
         if self.kind == "pamg":
@@ -57,6 +69,15 @@ class SketchSpec:
     @property
     def user_sets(self) -> bool:
         return self.kind == "pamg"
+
+    @property
+    def shard_relation(self) -> str:
+        """What the releases append to their neighbour relation about the shards."""
+        return (
+            f"; shards = Kafka partitions chosen by a hash of the {self.shard_key} (verified for every event, "
+            "misrouted messages dead-lettered), merged in shard-id order (Lebeda-Tetek Cor. 7.2"
+            + (", 8.10)" if self.user_sets else ")")
+        )
 
     def new(self) -> ShardSketchT:
         if self.kind == "pamg":

@@ -42,6 +42,7 @@ from privstream.operators.payloads import (
     WatermarkPayload,
     decode_payload,
 )
+from privstream.operators.routing import routing_error
 from privstream.operators.shard_logic import EpochMerger, MergedEpoch, ShardSketch
 from privstream.operators.sketch_operator import DEAD_LETTERS
 from privstream.operators.sketch_spec import SketchSpec
@@ -62,10 +63,11 @@ LATE_PIECES = OutputTag("late-pieces", Types.PICKLED_BYTE_ARRAY())
 class EpochPieces(ProcessFunction):
     """Rows ``(payload, partition, offset)`` → ``(shard, epoch, piece, payload, offset)`` per epoch."""
 
-    def __init__(self, spec: SketchSpec, policy: TimeEpochs, topic: str) -> None:
+    def __init__(self, spec: SketchSpec, policy: TimeEpochs, topic: str, shards: int = 1) -> None:
         self.spec = spec
         self.policy = policy
         self.topic = topic
+        self.shards = shards
 
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
         payload, shard, offset = value[0], int(value[1]), int(value[2])
@@ -73,6 +75,9 @@ class EpochPieces(ProcessFunction):
             decoded = decode_payload(payload, user_sets=self.spec.user_sets)
             if isinstance(decoded, UserSetPayload):
                 self.spec.check_user_set(decoded.items)
+            misrouted = routing_error(decoded, shard, self.shards, self.spec.shard_key or "item")
+            if misrouted is not None:
+                raise ValueError(misrouted)
         except (PayloadError, ValueError) as exc:
             record = dead_letter_record(
                 value=payload, error=str(exc), topic=self.topic, partition=shard, offset=offset

@@ -105,10 +105,12 @@ class ProducedStream:
 
 
 class PhasedProducer:
-    """Produces the test stream in two phases: the first half of the batches and an ``EpochWatermark``
+    """Produces the test stream in two phases: the first half of the events and an ``EpochWatermark``
     punctuation (the first event time of the second half: event times never go back), then the rest
-    and the EndMarkers. Zipf events as EventBatch messages, round robin over partitions (chunk j ->
-    partition j % P, which is the producer's round robin), optionally one malformed message."""
+    and the EndMarkers. Zipf events as EventBatch messages partitioned by a hash of the item (the
+    producer's only partitioners are data-independent), optionally one malformed message. The
+    expected per-partition batches are computed here from :func:`partition_for` the way the
+    producer groups each ``send``: the events of one partition in order, cut every ``batch_size``."""
 
     def __init__(
         self,
@@ -121,6 +123,7 @@ class PhasedProducer:
         seed: int = 11,
         malformed_partition: int | None = 1,
     ) -> None:
+        from privstream.connectors.partitioning import partition_for
         from privstream.connectors.produce import EventProducer
 
         from privstream.datagen import generate_events
@@ -131,17 +134,20 @@ class PhasedProducer:
         )
         self.half = (events // batch_size // 2) * batch_size
         self.malformed_partition = malformed_partition
-        self.producer = EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="none")
+        self.producer = EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="item")
         self.stream = ProducedStream(
             bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)}
         )
-        items, times = self.columns.items, self.columns.event_time_ms
-        for j, start in enumerate(range(0, events, batch_size)):
-            p = j % partitions
-            self.stream.batches[p].append(np.asarray(items[start : start + batch_size], dtype=np.int64))
-            self.stream.times.setdefault(p, []).append(
-                np.asarray(times[start : start + batch_size], dtype=np.int64)
-            )
+        items = np.asarray(self.columns.items, dtype=np.int64)
+        times = np.asarray(self.columns.event_time_ms, dtype=np.int64)
+        parts = partition_for(items, partitions)
+        for lo, hi in ((0, self.half), (self.half, events)):
+            for p in range(partitions):
+                idx = np.flatnonzero(parts[lo:hi] == p) + lo
+                for start in range(0, len(idx), batch_size):
+                    chunk = idx[start : start + batch_size]
+                    self.stream.batches[p].append(items[chunk])
+                    self.stream.times.setdefault(p, []).append(times[chunk])
 
     def stop_offsets(self) -> dict[int, int]:
         """Offsets after each partition's EndMarker (offsets are contiguous from 0 on a fresh topic):

@@ -29,7 +29,7 @@ def _sorted_events(columns: datagen.EventColumns) -> list[tuple]:
 
 
 @pytest.mark.parametrize(
-    ("events_per_message", "key_by"), [(1, "none"), (1, "user"), (100, "item"), (1000, "none")]
+    ("events_per_message", "key_by"), [(1, "item"), (1, "user"), (100, "item"), (1000, "item")]
 )
 def test_round_trip(
     kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str], events_per_message: int, key_by: str

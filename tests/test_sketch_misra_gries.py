@@ -130,16 +130,23 @@ def test_alg1_long_stream_matches_reference_with_many_stale_heap_entries() -> No
 # ------------------------------------------------------------------ batch updates
 
 
-@settings(max_examples=150, deadline=None)
-@given(prefix=small_streams, batch=small_streams, k=ks, as_array=st.booleans())
-def test_batch_update_is_merge_with_exact_histogram(prefix, batch, k, as_array) -> None:
-    sketch = alg1(k, prefix)
-    before = sketch.counters()
-    sketch.update_batch(np.array(batch, dtype=np.int64) if as_array else batch)
-    assert sketch.build is Build.MERGED
-    assert sketch.counters() == reference_merge(before, Counter(batch), k)
-    assert sketch.n == len(prefix) + len(batch)
-    assert_mg_error_bound(sketch.counters(), Counter(prefix + batch), sketch.n, k)
+@settings(max_examples=200, deadline=None)
+@given(stream=small_streams, cuts=st.lists(st.integers(0, 40), max_size=8), k=ks, as_array=st.booleans())
+def test_batch_update_equals_item_by_item_whatever_the_cuts(stream, cuts, k, as_array) -> None:
+    """Issue 9: update_batch is per-event semantics, so neither the sketch nor its build depends on
+    where the stream is cut into batches (count-cut batches used to merge histograms: MERGED)."""
+    sequential = alg1(k, stream)
+    batched = MisraGries(k)
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        part = stream[lo:hi]
+        batched.update_batch(np.array(part, dtype=np.int64) if as_array else part)
+    assert batched.build is Build.ALG1_SEQUENTIAL
+    assert batched.slots() == sequential.slots() and batched.decrements == sequential.decrements
+    assert batched.n == len(stream)
+    std_seq, std_batch = standard(k, stream), StandardMisraGries(k)
+    std_batch.update_batch(stream)
+    assert std_batch.build is Build.STANDARD_SEQUENTIAL and std_batch.counters() == std_seq.counters()
 
 
 @pytest.mark.parametrize(
@@ -179,18 +186,20 @@ def test_batch_rejects_bad_items(batch, error) -> None:
         StandardMisraGries(3).update_batch(batch)
 
 
-def test_empty_batch_still_marks_merged() -> None:
+def test_empty_batch_changes_nothing() -> None:
     """The build must not depend on the data (an empty batch vs a one-item batch)."""
     sketch = MisraGries(3)
     sketch.update_batch([])
-    assert sketch.build is Build.MERGED and sketch.counters() == {}
-    with pytest.raises(ValueError, match="slots"):
-        sketch.slots()
+    sketch.update_batch(np.zeros(0, dtype=np.int64))
+    assert sketch.build is Build.ALG1_SEQUENTIAL and sketch.counters() == {} and sketch.n == 0
+    assert sketch.slots() == MisraGries(3).slots()
+    sketch.update_batch([5])
+    assert sketch.build is Build.ALG1_SEQUENTIAL
 
 
 def test_sequential_updates_after_merge_are_standard_mg_steps() -> None:
     sketch = alg1(2, [1, 1, 2])
-    sketch.update_batch([3])
+    sketch.merge(standard(2, [3]))
     assert sketch.counters() == {1: 1}
     for x in [4, 4, 5]:
         sketch.update(x)
@@ -213,9 +222,10 @@ def test_merge_structure_for_a_fixed_order(streams, k, data, kinds) -> None:
     everywhere, on at most k keys, and estimates stay within [f - N/(k+1), f]."""
 
     def build(kind: str, stream: list[int]):
-        if kind == "batch":
+        if kind == "batch":  # a batch is the sequential Alg. 1 sketch (issue 9)
             sketch = MisraGries(k)
             sketch.update_batch(stream)
+            assert sketch.build is Build.ALG1_SEQUENTIAL
             return sketch
         return alg1(k, stream) if kind == "alg1" else standard(k, stream)
 
@@ -230,7 +240,7 @@ def test_merge_structure_for_a_fixed_order(streams, k, data, kinds) -> None:
     assert_mg_error_bound(merged.counters(), Counter(everything), len(everything), k)
     expected: dict = {}
     for kind, s in zip(kinds, streams, strict=False):
-        summary = Counter(s) if kind == "batch" else textbook_mg(k, s)
+        summary = textbook_mg(k, s)
         expected = reference_merge(expected, reference_merge({}, summary, k), k)
     assert merged.counters() == expected
 
@@ -292,7 +302,7 @@ def test_interleaved_updates_batches_merges_and_queries_match_a_dict_model(ops, 
             model = textbook_mg(k, [arg], start=model)
         elif op == "batch":
             sketch.update_batch(np.array(arg, dtype=np.int64))
-            model = reference_merge(model, Counter(arg), k)
+            model = textbook_mg(k, arg, start=model)  # item by item (Fact 1 for Alg. 1)
         elif op == "merge":
             other = standard(k, arg)
             sketch.merge(other)

@@ -134,14 +134,17 @@ def test_lemma_8_7_counterexample_mg_differs_by_m_pamg_by_one() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(prefix=users_strategy, batch=users_strategy, k=ks)
-def test_batch_paths_agree_and_mark_merged(prefix, batch, k) -> None:
+def test_batch_paths_equal_user_by_user(prefix, batch, k) -> None:
+    """Issue 9: a batch of users is Alg. 4 user by user (it used to merge the batch's histogram)."""
     a, b = pamg(k, prefix), pamg(k, prefix)
     a.update_batch(batch)
     items = np.array([x for u in batch for x in u], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum([len(u) for u in batch], dtype=np.int64)])
     b.update_batch_flat(items, offsets)
     assert a.counters() == b.counters() and a.n == b.n and a.n_users == b.n_users == len(prefix) + len(batch)
-    assert a.build is b.build is Build.PAMG_MERGED
+    c = pamg(k, prefix + batch)
+    assert a.counters() == c.counters() and a.n == c.n
+    assert a.build is b.build is Build.PAMG
 
 
 def test_user_validation() -> None:

@@ -57,7 +57,7 @@ def test_alg3_accepts_standard_mg_with_identical_result_and_refuses_merged() -> 
         s.update(x)
     assert reduce_sensitivity(a).numerators == reduce_sensitivity(s).numerators == {1: 7}  # 3*4 - 5
     assert reduce_sensitivity(s).source_build is Build.STANDARD_SEQUENTIAL
-    a.update_batch([1])
+    a.merge(alg1(3, [1]))
     with pytest.raises(ValueError, match="sum_reduced"):
         reduce_sensitivity(a)
     with pytest.raises(ValueError):

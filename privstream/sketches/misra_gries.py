@@ -8,13 +8,17 @@ for an arriving item x
 3. otherwise replace the *smallest* zero-count key in the universe's total order
    (:mod:`privstream.sketches.order`) by x with count 1.
 
-The smallest zero-count key is found with a heap of zero-count keys with lazy deletion; a
-decrement costs O(k) but happens at most n/(k+1) times, so updates are amortised O(1).
 Estimates equal those of standard MG (Fact 1): f(x) - n/(k+1) <= estimate <= f(x).
 
-``update_batch`` and ``merge`` use the Agarwal et al. merge; afterwards the sketch is a standard MG
-summary with build ``MERGED`` (Cor. 7.2) and later ``update`` calls use the standard MG step,
-which equals merging a one-item summary, so the MERGED structure is kept.
+**Batches never change the semantics.** ``update_batch(items)`` is exactly ``for x in items:
+update(x)`` — for int items through the compiled kernel of :mod:`privstream.sketches.kernels`, for
+anything else item by item — so the sketch, its build and its release never depend on how a stream
+was cut into batches or messages (Lemma 2 holds for the stream, whatever the batching). Merging
+separate sketches (``merge``, :func:`merge_misra_gries`) is the Agarwal et al. merge; the result is
+a standard MG summary with build ``MERGED``, whose guarantee (Cor. 7.2) covers one event added to or
+removed from *one of the merged streams*: the caller must have split the data into those streams by
+a rule that does not depend on other events (shards by a hash of the item or user, time slices
+closed by punctuations), never by position.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ import numpy as np
 from privstream.sketches.binary_format import SketchType, register, require
 from privstream.sketches.build import Build
 from privstream.sketches.counter_sketch import CounterSketch, common_param, merge_all_into
-from privstream.sketches.histogram import exact_histogram
-from privstream.sketches.order import Dummy, Key, item_order_key, normalize_item
+from privstream.sketches.kernels import Alg1Arrays
+from privstream.sketches.order import INT64_MAX, Dummy, Key, item_order_key, normalize_item
 
 
 class _MisraGriesBase(CounterSketch):
@@ -37,15 +41,18 @@ class _MisraGriesBase(CounterSketch):
     _family: ClassVar[str] = "event"
 
     def update_batch(self, items: Iterable[object] | np.ndarray) -> None:
-        """Merge the batch's exact histogram in (vectorised); the build becomes ``MERGED``
-        (also for an empty batch, so the build never depends on the data)."""
-        hist = exact_histogram(items)
-        self._absorb(hist, hist.total())
+        """Process ``items`` in order, exactly as ``for x in items: self.update(x)`` (per-event
+        semantics: the result does not depend on how a stream is cut into batches)."""
+        for x in items:
+            self.update(x)
 
 
 @register(SketchType.MISRA_GRIES)
 class MisraGries(_MisraGriesBase):
-    """Lebeda–Tětek Alg. 1 (see module docstring); build ``ALG1_SEQUENTIAL`` until merged."""
+    """Lebeda–Tětek Alg. 1 (see module docstring); build ``ALG1_SEQUENTIAL`` until merged.
+
+    State: the dict of k slots, or — after a compiled batch — :class:`Alg1Arrays`, converted back
+    lazily when a query or a Python-path update needs the dict."""
 
     _sketch_type: ClassVar[SketchType] = SketchType.MISRA_GRIES
     _n_extra_params: ClassVar[int] = 1
@@ -54,7 +61,9 @@ class MisraGries(_MisraGriesBase):
         super().__init__(k, Build.ALG1_SEQUENTIAL)
         self._decrements = 0
         self._counters = {Dummy(i): 0 for i in range(self._k)}
-        self._rebuild_zero_heap()
+        self._arrays: Alg1Arrays | None = None
+        self._zero_heap: list[tuple[tuple[int, int | str], Key]] | None = None
+        self._num_zero = 0
 
     @property
     def decrements(self) -> int:
@@ -62,20 +71,33 @@ class MisraGries(_MisraGriesBase):
         then Σ slots = n - α(k+1) (Lebeda–Tětek §6). Not updated after a merge."""
         return self._decrements
 
+    def _read(self) -> dict[Key, int]:
+        if self._counters is None and self._arrays is not None:
+            self._counters = {(Dummy(x) if d else x): c for x, c, d in self._arrays.pairs()}
+        return super()._read()
+
+    def _alg1_dict(self) -> dict[Key, int]:
+        """The slots as the dict that the item-by-item path mutates (with its zero-key heap)."""
+        counters = self._read()
+        if self._arrays is not None or self._zero_heap is None:
+            self._arrays = None
+            self._rebuild_zero_heap()
+        return counters
+
     def _rebuild_zero_heap(self) -> None:
-        zeros = [(item_order_key(x), x) for x, c in self._counters.items() if c == 0]
+        zeros = [(item_order_key(x), x) for x, c in self._read().items() if c == 0]
         heapq.heapify(zeros)
-        self._zero_heap: list[tuple[tuple[int, int | str], Key]] | None = zeros
+        self._zero_heap = zeros
         self._num_zero = len(zeros)
 
     def update(self, item: object) -> None:
         """Process one stream item (Alg. 1 while the build is ALG1_SEQUENTIAL)."""
         x = normalize_item(item)
         self._n += 1
-        if self._zero_heap is None:
+        if self._build is not Build.ALG1_SEQUENTIAL:
             self._standard_update(x)
             return
-        counters = self._counters
+        counters = self._alg1_dict()
         c = counters.get(x)
         if c is not None:  # Branch 1
             if c == 0:
@@ -87,6 +109,7 @@ class MisraGries(_MisraGriesBase):
             self._rebuild_zero_heap()  # no zero keys before, so the old heap held only stale entries
         else:  # Branch 3: evict the smallest zero-count key
             heap = self._zero_heap
+            assert heap is not None
             while True:
                 _, y = heapq.heappop(heap)
                 if counters.get(y) == 0:
@@ -97,15 +120,41 @@ class MisraGries(_MisraGriesBase):
             if len(heap) > 4 * self._k + 64:  # drop stale entries
                 self._rebuild_zero_heap()
 
+    def update_batch(self, items: Iterable[object] | np.ndarray) -> None:
+        """Exactly ``for x in items: self.update(x)``; int items of an Alg. 1 sketch whose keys are
+        ints run through the compiled kernel (:func:`privstream.sketches.kernels.alg1_run`)."""
+        batch = _int64_batch(items)
+        if batch is None or self._build is not Build.ALG1_SEQUENTIAL:
+            super().update_batch(items)
+            return
+        arrays = self._arrays or self._to_arrays()
+        if arrays is None:  # a str key is stored: the item-by-item path keeps the order exact
+            super().update_batch(batch.tolist())
+            return
+        arrays.run(batch)
+        self._arrays, self._counters, self._zero_heap = arrays, None, None
+        self._n += len(batch)
+        self._decrements = arrays.decrements
+
+    def _to_arrays(self) -> Alg1Arrays | None:
+        pairs = list(self._read().items())
+        if any(type(x) is str for x, _ in pairs):
+            return None
+        keys = np.array([x.index if type(x) is Dummy else x for x, _ in pairs], dtype=np.int64)
+        counts = np.array([c for _, c in pairs], dtype=np.int64)
+        dummy = np.array([type(x) is Dummy for x, _ in pairs], dtype=bool)
+        return Alg1Arrays(keys, counts, dummy, self._decrements)
+
     def slots(self) -> list[tuple[Key, int]]:
         """All k slots (zero-count and Dummy keys included) in the universe's total order."""
         if self._build is not Build.ALG1_SEQUENTIAL:
             raise ValueError(
                 f"slots() needs an Alg. 1 sketch built sequentially, this one is {self._build.name}"
             )
-        return sorted(self._counters.items(), key=lambda p: item_order_key(p[0]))
+        return sorted(self._read().items(), key=lambda p: item_order_key(p[0]))
 
     def _after_merge(self) -> None:
+        self._arrays = None
         self._zero_heap = None
 
     def _extra_params(self) -> list[int]:
@@ -113,6 +162,8 @@ class MisraGries(_MisraGriesBase):
 
     def _restore_extra(self, extra: tuple[int, ...]) -> None:
         (self._decrements,) = extra
+        self._arrays = None
+        self._zero_heap = None
         if self._build is Build.ALG1_SEQUENTIAL:
             require(len(self._counters) == self._k, "an Alg. 1 sketch must have exactly k slots")
             total = self._n - self._decrements * (self._k + 1)
@@ -130,19 +181,34 @@ class MisraGries(_MisraGriesBase):
                     "while dummies are left, exactly the dummies are at 0",
                 )
                 require(self._decrements == 0, "an Alg. 1 sketch with dummies left has never decremented")
-            self._rebuild_zero_heap()
-        else:
-            self._zero_heap = None
 
     @classmethod
     def _allowed_builds(cls) -> tuple[Build, ...]:
         return (Build.ALG1_SEQUENTIAL, Build.MERGED)
 
 
+def _int64_batch(items: Iterable[object] | np.ndarray) -> np.ndarray | None:
+    """``items`` as an int64 array if they are all ints in range (else None: the item path
+    normalises and rejects them one by one)."""
+    if isinstance(items, np.ndarray):
+        kind = items.dtype.kind
+        if kind == "i":
+            return items.astype(np.int64, copy=False).ravel()
+        if kind == "u" and (items.size == 0 or int(items.max()) <= INT64_MAX):
+            return items.astype(np.int64).ravel()
+        return None
+    if isinstance(items, list | tuple) and all(type(x) is int for x in items):
+        try:
+            return np.array(items, dtype=np.int64)
+        except OverflowError:
+            return None
+    return None
+
+
 @register(SketchType.STANDARD_MISRA_GRIES)
 class StandardMisraGries(_MisraGriesBase):
     """Textbook Misra–Gries (zero counters removed at once); build ``STANDARD_SEQUENTIAL`` until
-    merged or batch-updated (then ``MERGED``)."""
+    merged (then ``MERGED``); ``update_batch`` is item by item."""
 
     _sketch_type: ClassVar[SketchType] = SketchType.STANDARD_MISRA_GRIES
 

@@ -6,10 +6,11 @@ all counters once and removes zeros. Guarantees: error within [f(x) - ⌊N/(k+1)
 N = total items); removing one user changes at most k counters by exactly 1, all in the same
 direction, with nested key sets (Lemma 8.9): ℓ2-sensitivity √k independent of m.
 
-``update_batch`` / ``update_batch_flat`` merge the exact histogram of a whole batch of users with
-the mergeable-summaries merge: removing a user changes that histogram by {0,1} on at most m keys,
-so Lemma 7.1 applies and the result has the Cor. 8.10 structure (build ``PAMG_MERGED``, error
-bound M/(k+1) by Lemma 8.11). ``merge``/``merge_pamg`` also give ``PAMG_MERGED``.
+``update_batch`` / ``update_batch_flat`` are exactly ``update_user`` applied to each user in order
+(int items through the compiled kernel of :mod:`privstream.sketches.kernels`), so Lemma 8.9 holds
+for the stream of users whatever its batching: a batch never changes the build. Only ``merge`` /
+``merge_pamg`` give ``PAMG_MERGED`` (Cor. 8.10: one user added to or removed from one of the merged
+streams, which must be split by a rule that does not depend on other users, e.g. a hash of the user).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import numpy as np
 from privstream.sketches.binary_format import SketchType, register, require
 from privstream.sketches.build import Build
 from privstream.sketches.counter_sketch import CounterSketch, common_param, merge_all_into
-from privstream.sketches.histogram import exact_histogram
-from privstream.sketches.order import Item, normalize_item
+from privstream.sketches.kernels import pamg_update
+from privstream.sketches.order import INT64_MAX, Item, normalize_item
 from privstream.sketches.validation import check_int
 
 
@@ -79,17 +80,16 @@ class PrivacyAwareMisraGries(CounterSketch):
     update = update_user
 
     def update_batch(self, users: Iterable[Iterable[object]]) -> None:
-        """Validate each user, then merge the batch's exact histogram (build ``PAMG_MERGED``)."""
-        flat: list[Item] = []
-        count = 0
-        for user in users:
-            flat.extend(check_user_items(self._m, user))
-            count += 1
-        self._absorb_users(flat, count)
+        """Exactly ``update_user`` for each user in order; every user is validated first, so a bad
+        one leaves the sketch unchanged."""
+        checked = [check_user_items(self._m, user) for user in users]
+        for xs in checked:
+            self.update_user(xs)
 
     def update_batch_flat(self, items: np.ndarray, offsets: np.ndarray) -> None:
-        """Vectorised batch: user i holds ``items[offsets[i]:offsets[i+1]]`` (int items).
-        Checks sizes <= m and distinctness per user with numpy, then merges as ``update_batch``."""
+        """Compiled batch: user i holds ``items[offsets[i]:offsets[i+1]]`` (int items). Checks sizes
+        <= m and distinctness per user with numpy, then runs Alg. 4 user by user
+        (:func:`privstream.sketches.kernels.pamg_run`): the same result as ``update_batch``."""
         items = np.asarray(items)
         offsets = np.asarray(offsets)
         if items.ndim != 1 or items.dtype.kind not in "iu":
@@ -101,13 +101,19 @@ class PrivacyAwareMisraGries(CounterSketch):
             raise ValueError("offsets must start at 0, be non-decreasing and end at len(items)")
         if len(sizes) and int(sizes.max()) > self._m:
             raise ValueError(f"a user may contribute at most m={self._m} items, got {int(sizes.max())}")
-        _check_distinct_rows(items.astype(np.int64, copy=False), sizes)
-        self._absorb_users(items, len(sizes))
-
-    def _absorb_users(self, items: Sequence[Item] | np.ndarray, users: int) -> None:
-        hist = exact_histogram(items)
-        self._absorb(hist, hist.total())
-        self._users += users
+        if items.dtype.kind == "u" and len(items) and int(items.max()) > INT64_MAX:
+            raise ValueError("item: int outside the signed 64-bit range")
+        items64 = items.astype(np.int64, copy=False)
+        _check_distinct_rows(items64, sizes)
+        pairs = list(self._read().items())
+        if any(type(x) is str for x, _ in pairs):  # keep Alg. 4 exact through the item path
+            for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+                self.update_user(items64[start:stop].tolist())
+            return
+        new = pamg_update(pairs, self._k, self._m, items64, offsets.astype(np.int64, copy=False))  # type: ignore[arg-type]
+        self._counters, self._summary = dict(new), None
+        self._users += len(sizes)
+        self._n += len(items64)
 
     def _check_mergeable(self, other: CounterSketch) -> None:
         super()._check_mergeable(other)
