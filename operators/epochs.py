@@ -106,9 +106,10 @@ class CountEpochs:
         would reveal n), so the release holds for *replacing* one record, stream lengths public,
         which changes one epoch by remove + add; ``mechanism_relation`` (add/remove) is replaced."""
         return (
-            f"replace one {record} at a fixed position of one shard's stream; stream lengths public "
-            "(count epochs cut each shard by position, so only that record's epoch changes; calibrated "
-            "for its remove + add by group privacy, Lebeda-Tetek Lemma 8.1)"
+            f"replace one {record} at a fixed position of one shard's stream by one that the partitioner "
+            "routes to the same shard; stream lengths public (count epochs cut each shard by position, so "
+            "only that record's epoch changes; calibrated for its remove + add by group privacy, "
+            "Lebeda-Tetek Lemma 8.1)"
         )
 
     def split(self, payload: Payload, progress: ShardProgress) -> Split:

@@ -227,6 +227,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     set of an already punctuated epoch is dead-lettered, and the user-level ledger composes sequentially."""
     from privstream.connectors.avro_codec import encode
     from privstream.connectors.clients import kafka_producer
+    from privstream.connectors.partitioning import partition_for
 
     from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
 
@@ -248,7 +249,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
         t = 25 * user
         if user and t % epoch_ms == 0:
             punctuate(t)  # every earlier user has been sent: epoch t // epoch_ms - 1 closes
-        p = user % partitions  # keyed by user: each user in one shard
+        p = int(partition_for(np.array([user]), partitions)[0])  # by a hash of the user (verified by the job)
         per_partition[p].append((t, items))
         producer.send(
             topic,
@@ -257,7 +258,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
         )
     punctuate(3 * epoch_ms)  # closes epoch 2
     late = encode("UserSetEvent", {"user_id": 5000, "items": [1], "event_time": 5})  # epoch 0: closed
-    producer.send(topic, partition=0, value=late)
+    producer.send(topic, partition=int(partition_for(np.array([5000]), partitions)[0]), value=late)
     for p in range(partitions):
         producer.send(topic, partition=p, value=encode("EndMarker", {"producer_id": "t", "events_sent": 600}))
     producer.flush()

@@ -221,6 +221,7 @@ def _finish(
     epoch: int | None,
     ledger: PrivacyLedger | None,
     label: str,
+    relation: str | None = None,
 ) -> Release:
     pure = plan.name in ("pure_topk", "chan_topk", "chan_pmg")
     charged = Budget(budget.epsilon, 0.0 if pure else budget.delta)
@@ -234,7 +235,7 @@ def _finish(
         epsilon=charged.epsilon,
         delta=charged.delta,
         mechanism=plan.name,
-        neighbour_relation=g.neighbour_relation,
+        neighbour_relation=relation or g.neighbour_relation,
         privacy_unit=g.privacy_unit,
         error_bound=plan.error_bound,
         epoch=epoch,
@@ -384,7 +385,12 @@ def release_partitions(
     label: str = "",
 ) -> Release:
     """§7 trusted aggregator, optimal error: Alg. 3 on each partition sketch, key-wise sum, then
-    Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours)."""
+    Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours).
+
+    The guarantee is for one event added to or removed from *one partition*, every other partition
+    unchanged (ℓ1 < 2 by Lemma 6.1 for the changed partition): the caller must have assigned events
+    to partitions by a rule that does not depend on other events (a hash of the item or user, time
+    slices closed by punctuation), never by position."""
     declared = _check_request(budget, beta, rng, epoch, domain)
     if declared is None:
         raise TypeError("domain must be a range or a sequence of items, not None")
@@ -402,4 +408,11 @@ def release_partitions(
     _check_ledger(ledger, build, epoch)
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
     plan = _reduced_plan(reduced, budget.epsilon, reduced.k, declared, beta)
-    return _finish(plan, build, budget, rng, epoch, ledger, label)
+    return _finish(plan, build, budget, rng, epoch, ledger, label, _PARTITIONS_RELATION)
+
+
+_PARTITIONS_RELATION = (
+    "add/remove one event in one of the partitions, every other partition unchanged (Lebeda-Tetek §7, "
+    "Alg. 3 per partition: l1 < 2, Lemma 6.1); covers one event of the whole input only where events "
+    "were assigned to partitions by a rule that does not depend on other events, never by position"
+)

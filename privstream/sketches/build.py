@@ -15,9 +15,23 @@ from functools import partial
 
 _EVENT_RELATION = (
     "add/remove one event (stream item) at any position of one stream; stream length not public "
-    "(Lebeda-Tetek Def. 1; merged datasets: one element of one stream)"
+    "(Lebeda-Tetek Def. 1); batches are processed item by item, so their boundaries do not matter"
 )
-_USER_RELATION = "add/remove one user, i.e. one set of <= m distinct items, in one stream (Lebeda-Tetek §8)"
+_MERGED_EVENT_RELATION = (
+    "add/remove one event in one of the merged streams, every other stream unchanged (Lebeda-Tetek "
+    "Cor. 7.2); this covers one event of the whole input only where the input was split into those "
+    "streams by a rule that does not depend on other events (a hash of the item or user, time slices "
+    "closed by punctuation), never by position"
+)
+_USER_RELATION = (
+    "add/remove one user, i.e. one set of <= m distinct items, at any position of one stream of users "
+    "(Lebeda-Tetek §8, Lemma 8.9); batches of users are processed user by user"
+)
+_MERGED_USER_RELATION = (
+    "add/remove one user (one set of <= m distinct items) in one of the merged streams, every other "
+    "stream unchanged (Lebeda-Tetek Cor. 8.10); covers one user of the whole input only where users "
+    "were split into those streams by a rule that does not depend on other users (a hash of the user)"
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,13 @@ class BuildGuarantees:
 
 
 class Build(enum.Enum):
-    """How a sketch was built (fixes its neighbour structure)."""
+    """How a sketch was built (fixes its neighbour structure).
+
+    * ``ALG1_SEQUENTIAL`` / ``STANDARD_SEQUENTIAL`` / ``PAMG``: one stream processed item by item
+      (user by user) — ``update`` and ``update_batch`` alike, so batching never changes the build;
+    * ``MERGED`` / ``PAMG_MERGED``: the Agarwal et al. merge of separately built sketches, whose
+      guarantee is for one element of *one of the merged streams*; no method produces it from one
+      stream cut into batches."""
 
     ALG1_SEQUENTIAL = "alg1_sequential"
     STANDARD_SEQUENTIAL = "standard_sequential"
@@ -93,7 +113,9 @@ _MERGE_STRUCTURE = (
 )
 
 _event = partial(BuildGuarantees, _EVENT_RELATION, "event")
+_merged_event = partial(BuildGuarantees, _MERGED_EVENT_RELATION, "event")
 _user = partial(BuildGuarantees, _USER_RELATION, "user (set of <= m distinct items)")
+_merged_user = partial(BuildGuarantees, _MERGED_USER_RELATION, "user (set of <= m distinct items)")
 
 _GUARANTEES = {
     Build.ALG1_SEQUENTIAL: _event(
@@ -115,13 +137,15 @@ _GUARANTEES = {
         pmg="section_5_1",
         sensitivity_reduction=True,
     ),
-    Build.MERGED: _event(
+    Build.MERGED: _merged_event(
         structure=_MERGE_STRUCTURE,
-        reference="Lebeda-Tetek Lemma 7.1, Cor. 7.2 (Agarwal et al. merge; batch = merge of the exact histogram)",
+        reference="Lebeda-Tetek Lemma 7.1, Cor. 7.2 (Agarwal et al. merge of separately built sketches)",
     ),
     Build.PAMG: _user(
         structure="T' ⊆ T and c - c' ∈ {0,1}, or the reverse; at most k counters differ",
         reference="Lebeda-Tetek Alg. 4, Lemma 8.9",
     ),
-    Build.PAMG_MERGED: _user(structure=_MERGE_STRUCTURE, reference="Lebeda-Tetek Cor. 8.10, Lemma 8.11"),
+    Build.PAMG_MERGED: _merged_user(
+        structure=_MERGE_STRUCTURE, reference="Lebeda-Tetek Cor. 8.10, Lemma 8.11"
+    ),
 }
