@@ -14,7 +14,7 @@ Misra–Gries sketch (k = 256) per partition in keyed state:
   ``--flink-conf KEY=VALUE`` option (``python.execution-mode=thread`` plus ``python.pythonpath``, see
   :func:`thread_mode_pythonpath`); no job code was changed. On PyFlink 2.3 it fails at the first
   message: the embedded converter crashes on an empty ``BYTES`` ``ValueState`` (``tuple(None)`` in
-  ``pyflink/fn_execution/embedded/converters.py``), the bug ``../shared/DESIGN.md`` records. The
+  ``pyflink/fn_execution/embedded/converters.py``), the bug ``docs/stack-facts.md`` records. The
   row shows that failure and its cause.
 - ``batches-process-sketchop`` / ``batches-thread-sketchop``: to compare the two modes anyway, the same
   batch topic into a minimal keyed operator (decode the ``EventBatch``, ``update_batch``; the sketch
@@ -43,7 +43,7 @@ other: never two Flink jobs at once.
 Why producer batches in process mode were chosen (``README.md``, "Micro-batches"): exactly once
 stays simple. Batch boundaries are in the Kafka log, so a restore from a checkpoint replays
 identical batches from the checkpointed offsets and the restored sketches are byte-identical to
-those of an uninterrupted run. Thread mode has keyed-state bugs on this PyFlink (``DESIGN.md``:
+those of an uninterrupted run. Thread mode has keyed-state bugs on this PyFlink (``docs/stack-facts.md``:
 count windows fail with checkpointing, empty byte-array state crashes; the job's own operator fails
 as above). Table API windows regroup events by event time (and may reorder them), so the arrays the
 sketch sees are not a function of Kafka offsets and do not replay identically after a restore; and
@@ -217,7 +217,7 @@ def run_collecting(option: str, spec: dict[str, Any]) -> dict[str, Any]:
 
     kind = OPTIONS[option][1]
     start = time.monotonic()
-    # per record, large bundles are fastest (DESIGN.md); a record is an array otherwise
+    # per record, large bundles are fastest (docs/stack-facts.md); a record is an array otherwise
     env = _environment(option, spec, bundle_size=10_000 if kind == "per-record" else 200)
     t_env = StreamTableEnvironment.create(env)
     if kind == "table":

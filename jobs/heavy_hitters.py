@@ -8,7 +8,7 @@
                                                                  # by EpochWatermark punctuation
     privstream run heavy-hitters ... --m 8                       # user sets (UserSetEvent) with PAMG
 
-Pipeline (PyFlink DataStream; see ``../shared/DESIGN.md``)::
+Pipeline (PyFlink DataStream; see ``docs/stack-facts.md``)::
 
     KafkaSource(events, raw bytes + partition + offset)          offsets in checkpoints
       → key_by(partition) → ShardSketchFunction                  keyed state = epoch sketches

@@ -1,6 +1,6 @@
 """Builds and runs the heavy-hitters Flink job from a validated :class:`~privstream.jobs.heavy_hitters.JobConfig`.
 
-Environment settings (``../shared/DESIGN.md``): ``python.executable`` is this interpreter (workers
+Environment settings (``docs/stack-facts.md``): ``python.executable`` is this interpreter (workers
 otherwise miss pyflink), an explicit fixed-delay restart strategy (with checkpointing the default
 retries forever), process execution mode (thread mode has state bugs here), bundles of a few
 hundred messages (each message is a micro-batch), checkpointing every ``checkpoint_interval_ms``

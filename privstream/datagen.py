@@ -7,7 +7,7 @@
   ``1..universe``; mixed i.i.d. per item. Defaults: ``universe = 25_600``.
 - :func:`normal_items`, :func:`exponential_items`: HG-LDP's synthetic Normal and Exponential streams
   on the domain ``1..domain`` (default 1,000). The paper's variances are lost in the text (see
-  ``shared/notes/hg-ldp.md`` §6.1); our defaults are μ = domain/2, σ = domain/20 for the Normal and
+  HG-LDP §6.1); our defaults are μ = domain/2, σ = domain/20 for the Normal and
   scale = domain/20 for the Exponential; draws are rounded and redrawn until inside the domain.
 - :func:`generate_events`: items plus user ids (uniform over ``num_users``) and event times at a given
   rate, as :class:`EventColumns`.

@@ -4,7 +4,7 @@
 * :class:`ZCDPBudget` — ρ-zCDP (Bun–Steinke 2016).
 
 Conversions (the ones the papers use, DPSW = the sliding-window sketch paper, see
-``shared/notes/dpsw-sketch.md``):
+DPSW-Sketch Eq. (1)):
 
 * :func:`zcdp_to_dp` — DPSW Thm 3.2 (Bun–Steinke Prop. 1.3): ρ-zCDP ⇒ (ρ + 2√(ρ·ln(1/δ)), δ)-DP.
 * :func:`dp_to_zcdp` — DPSW Eq. (1): the ρ with ρ + 2√(ρ·ln(1/δ)) = ε, i.e.
