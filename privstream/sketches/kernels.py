@@ -21,8 +21,31 @@ Both kernels work on int64 items and keep their state in arrays:
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
-from numba import njit
+
+
+def _import_njit():  # noqa: ANN202
+    """``numba.njit``, imported with the real ``print`` in ``builtins``.
+
+    PyFlink's Beam worker (standalone clusters) replaces ``builtins.print`` with a bound method of
+    its own ``CustomPrint`` object; numba registers ``print`` at import by looking it up as
+    ``getattr(module, name)`` on ``print.__module__``, which fails there. The real ``print`` (kept by
+    that object as ``_print``) is put back for the import only."""
+    current = builtins.print
+    original = getattr(getattr(current, "__self__", None), "_print", None)
+    if original is not None:
+        builtins.print = original
+    try:
+        from numba import njit
+
+        return njit
+    finally:
+        builtins.print = current
+
+
+njit = _import_njit()
 
 _EMPTY = -1
 _FIB = np.uint64(0x9E3779B97F4A7C15)
