@@ -88,46 +88,56 @@ def confluent_produce(
     end_markers: bool = True,
     end_offsets: dict[int, int] | None = None,
 ) -> int:
-    """Round-robin messages of ``events_per_message`` events (Avro ``Event``/``EventBatch`` unless
-    ``encode_message(items, times, start, stop)`` encodes them), then an ``EndMarker`` per partition.
-    ``end_offsets`` (if given) receives ``{partition: offset after its last message}``."""
+    """Messages of ``events_per_message`` events (Avro ``Event``/``EventBatch`` unless
+    ``encode_message(items, times, start, stop)`` encodes them), each partition holding the events
+    whose item hashes to it (the partitioner the heavy-hitters job verifies; never round-robin), then
+    an ``EndMarker`` per partition. ``end_offsets`` (if given) receives ``{partition: offset after
+    its last message}``."""
+    import numpy as np
     from confluent_kafka import Producer
+    from privstream.connectors.partitioning import partition_for
 
     registry = default_registry()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
     )
-    items = columns.items.tolist()
-    times = columns.event_time_ms.tolist()
+    parts = partition_for(np.asarray(columns.items), partitions)
+    order = np.argsort(parts, kind="stable")
+    items = np.asarray(columns.items)[order].tolist()
+    times = np.asarray(columns.event_time_ms)[order].tolist()
+    bounds = np.searchsorted(parts[order], np.arange(partitions + 1)).tolist()
     counts = dict.fromkeys(range(partitions), 0)
-    messages = -(-len(items) // events_per_message)
 
     def delivered(err, msg) -> None:
         if err is None and end_offsets is not None:
             end_offsets[msg.partition()] = max(end_offsets.get(msg.partition(), 0), msg.offset() + 1)
 
-    for message_index, start in enumerate(range(0, len(items), events_per_message)):
-        partition = message_index % partitions
-        stop = min(len(items), start + events_per_message)
-        if encode_message is not None:
-            value = encode_message(items, times, start, stop)
-        elif events_per_message == 1:
-            value = registry.encode(
-                "Event", {"item": items[start], "user_id": None, "event_time": times[start]}
-            )
-        else:
-            events = [{"item": items[i], "user_id": None, "event_time": times[i]} for i in range(start, stop)]
-            value = registry.encode("EventBatch", {"events": events})
-        callback = delivered if message_index >= messages - partitions else None
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=partition, on_delivery=callback)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        counts[partition] += stop - start
-        if message_index % 10_000 == 0:
-            producer.poll(0)
+    callback = delivered if end_offsets is not None else None
+    message_index = 0
+    for partition in range(partitions):
+        for start in range(bounds[partition], bounds[partition + 1], events_per_message):
+            stop = min(bounds[partition + 1], start + events_per_message)
+            if encode_message is not None:
+                value = encode_message(items, times, start, stop)
+            elif events_per_message == 1:
+                value = registry.encode(
+                    "Event", {"item": items[start], "user_id": None, "event_time": times[start]}
+                )
+            else:
+                events = [
+                    {"item": items[i], "user_id": None, "event_time": times[i]} for i in range(start, stop)
+                ]
+                value = registry.encode("EventBatch", {"events": events})
+            while True:
+                try:
+                    producer.produce(topic, value=value, partition=partition, on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            counts[partition] += stop - start
+            message_index += 1
+            if message_index % 10_000 == 0:
+                producer.poll(0)
     producer.flush()
     for partition, count in counts.items() if end_markers else ():
         producer.produce(

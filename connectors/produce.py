@@ -120,6 +120,41 @@ class EventProducer(ProducerHandle):
         self.events_sent += n
         return n
 
+    def send_user_sets(
+        self,
+        user_ids: Sequence[int | str],
+        item_sets: Sequence[Sequence[int | str]],
+        event_time_ms: Sequence[int] | int | None = None,
+    ) -> int:
+        """Send one ``UserSetEvent`` per user (the user-level job's input: its ≤ m distinct items),
+        each to the partition of a hash of its user — whatever this producer's ``key_by``, since a
+        user-level job's shards are always user-hashed. Send at most one set per user and epoch
+        (a user with s sets in one epoch is protected only at group size s). Returns how many sets."""
+        users = _as_list(user_ids, "user_ids")
+        sets = [_as_list(items, "item_sets[]") for items in item_sets]
+        if event_time_ms is None or isinstance(event_time_ms, (int, np.integer)):
+            now = int(time.time() * 1000) if event_time_ms is None else int(event_time_ms)
+            times = [now] * len(users)
+        else:
+            times = _as_list(event_time_ms, "event_time_ms")
+        if len(sets) != len(users) or len(times) != len(users):
+            raise ValueError("item_sets/event_time_ms: must have the same length as user_ids")
+        if any(u is None for u in users):
+            raise ValueError("user_ids: every user set needs a user id")
+        if not users:
+            return 0
+        column = np.asarray(users) if _all_ints(users) else np.asarray(users, dtype=object)
+        parts = partition_for(column, len(self.partitions))
+        encode = self._registry.encode
+        for user, items, when, part in zip(users, sets, times, parts.tolist(), strict=True):
+            value = encode("UserSetEvent", {"user_id": user, "items": items, "event_time": when})
+            partition = self.partitions[part]
+            self._producer.send(self.topic, value=value, key=str(user).encode(), partition=partition)
+            self.events_per_partition[partition] += 1
+        self.messages_sent += len(users)
+        self.events_sent += len(users)
+        return len(users)
+
     def _send_partition(
         self, partition: int, indices: list[int], items: list[Any], users: list[Any], times: list[int]
     ) -> None:

@@ -14,13 +14,12 @@ unless ``--no-end-marker``.
 
 ``--punctuate-every 10s`` feeds jobs with time epochs (``privstream run heavy-hitters --epoch 10s``),
 which start and close epochs only on ``EpochWatermark`` punctuations, never on event times. The
-producer's clock ticks at multiples of the duration: one tick before the first event (at or below
-its time less ``--punctuate-lag``), then whenever the largest event time sent less the lag passes a
-tick, and once after the last event (the next tick: nothing more arrives). Use the job's epoch
-length (or a multiple of it) so that final tick closes the last epoch. Generated times never go
-back, so lag 0 is right for ``--generator``; files with out-of-order times need a lag covering
-their disorder (events older than an earlier punctuation are counted and reported: the job
-dead-letters them).
+ticks are a public schedule (:mod:`privstream.connectors.punctuation`): the multiples of the
+duration covering a declared range — ``--punctuate-from``/``--punctuate-to`` (ms since the epoch),
+required for ``--file``, and for ``--generator`` the span its rate and count fix before any event
+exists. Events go out in event-time order (a file is read whole and sorted first) with each tick
+written just before the first event at or after it, so no event is behind a tick and one
+far-future event adds no punctuation. Use the job's epoch length (or a multiple of it).
 """
 
 from __future__ import annotations
@@ -73,12 +72,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="event-time clock: EpochWatermarks to every partition at multiples of DURATION (use the "
         "job's --epoch, e.g. 10s); time-epoch jobs start and close epochs only on these",
     )
-    parser.add_argument(
-        "--punctuate-lag",
-        default="0s",
-        metavar="DURATION",
-        help="punctuate this far behind the largest event time sent (default 0s)",
-    )
+    for name, what in (("from", "first"), ("to", "end (exclusive) of the")):
+        parser.add_argument(
+            f"--punctuate-{name}",
+            type=int,
+            default=None,
+            metavar="MS",
+            help=f"{what} event time (ms since the epoch) the punctuation schedule covers; required "
+            "with --file (a generator's span is known in advance)",
+        )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -112,12 +114,19 @@ def _count(value: float | None, required: bool) -> int | None:
     return int(value)
 
 
-def _generated_chunks(args: argparse.Namespace, count: int, params: dict[str, Any]) -> Iterator[Any]:
+def _generated_span(args: argparse.Namespace, count: int, start_ms: int) -> tuple[int, int]:
+    """``[start, end)`` of the generated event times, from the rate and count alone (no event)."""
+    last = 0 if args.rate is None or count == 0 else int((count - 1) * 1000 / args.rate)
+    return start_ms, start_ms + last + 1
+
+
+def _generated_chunks(
+    args: argparse.Namespace, count: int, params: dict[str, Any], start_ms: int
+) -> Iterator[Any]:
     import numpy as np
 
     from privstream.datagen import generate_events
 
-    start_ms = int(time.time() * 1000)
     for index, begin in enumerate(range(0, count, args.chunk)):
         size = min(args.chunk, count - begin)
         seed = (
@@ -177,11 +186,14 @@ def _file_rows(path: str, fmt: str) -> Iterator[tuple[Any, Any, Any]]:
                 )
 
 
-def _file_chunks(args: argparse.Namespace, limit: int | None) -> Iterator[Any]:
+def _file_chunks(args: argparse.Namespace, limit: int | None, sort: bool) -> Iterator[Any]:
+    """The file's events in chunks of ``--chunk``; with ``sort``, read whole and sorted by event time."""
     from privstream.connectors.consume import columns_from_events
+    from privstream.connectors.punctuation import slice_columns, sort_by_time
 
     fmt = args.format or ("jsonl" if args.file.endswith((".jsonl", ".json", ".ndjson")) else "csv")
     now = int(time.time() * 1000)
+    step = None if sort else args.chunk
     items: list[Any] = []
     users: list[Any] = []
     times: list[int] = []
@@ -191,55 +203,18 @@ def _file_chunks(args: argparse.Namespace, limit: int | None) -> Iterator[Any]:
         items.append(item)
         users.append(user)
         times.append(now if event_time is None else int(event_time))
-        if len(items) == args.chunk:
+        if len(items) == step:
             yield columns_from_events(items, users, times)
             items, users, times = [], [], []
-    if items:
-        yield columns_from_events(items, users, times)
-
-
-class _Punctuator:
-    """A producer's event-time clock: ``EpochWatermark`` ticks at multiples of ``every_ms``.
-
-    Before the first chunk: the tick at or below its earliest time less the lag (time-epoch jobs
-    start their epochs there). After each chunk: the highest tick at or below the largest time sent
-    less the lag. At the end: the first tick after every time sent (nothing more arrives, so no lag),
-    which closes the last epoch when ``every_ms`` is a multiple of the job's epoch length."""
-
-    def __init__(self, producer: Any, every_ms: int, lag_ms: int) -> None:
-        self.producer = producer
-        self.every_ms = every_ms
-        self.lag_ms = lag_ms
-        self.max_time: int | None = None
-        self.last: int | None = None  #: last punctuation written
-        self.behind = 0  #: events sent with a time below an earlier punctuation (the job drops them)
-
-    def _tick(self, time_ms: int) -> int:
-        return time_ms // self.every_ms * self.every_ms
-
-    def before(self, times: Any) -> None:
-        """Call before sending each chunk with its event times."""
-        if self.last is None and len(times):
-            self._punctuate(self._tick(int(times.min()) - self.lag_ms))
-
-    def after(self, times: Any) -> None:
-        """Call after each sent chunk with its event times."""
-        if len(times) == 0:
-            return
-        if self.last is not None:
-            self.behind += int((times < self.last).sum())
-        top = int(times.max())
-        self.max_time = top if self.max_time is None else max(self.max_time, top)
-        self._punctuate(self._tick(self.max_time - self.lag_ms))
-
-    def end(self) -> None:
-        if self.max_time is not None:
-            self._punctuate(self._tick(self.max_time) + self.every_ms)
-
-    def _punctuate(self, watermark: int) -> None:
-        if self.last is None or watermark > self.last:
-            self.producer.punctuate(watermark)
-            self.last = watermark
+    if not items:
+        return
+    columns = columns_from_events(items, users, times)
+    if not sort:
+        yield columns
+        return
+    columns = sort_by_time(columns)
+    for begin in range(0, len(columns), args.chunk):
+        yield slice_columns(columns, begin, min(begin + args.chunk, len(columns)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -269,9 +244,10 @@ def _produce(args: argparse.Namespace) -> int:
     every_ms = (
         None if args.punctuate_every is None else parse_duration_ms(args.punctuate_every, "--punctuate-every")
     )
-    lag_ms = parse_duration_ms(args.punctuate_lag, "--punctuate-lag")
     if every_ms is not None and every_ms < 1:
         raise ValueError(f"--punctuate-every: must be > 0, got {args.punctuate_every!r}")
+    start_ms = int(time.time() * 1000)
+    span: tuple[int | None, int | None] = (args.punctuate_from, args.punctuate_to)
     if args.generator:
         count = _count(args.count, required=True)
         params = _generator_params(args.param)
@@ -280,11 +256,25 @@ def _produce(args: argparse.Namespace) -> int:
         generate_events(
             args.generator, 1, seed=args.seed, num_users=args.users, rate=args.rate, **params
         )  # fail fast
-        chunks = _generated_chunks(args, count, params)
+        chunks = _generated_chunks(args, count, params, start_ms)
         total: int | None = count
+        generated = _generated_span(args, count or 1, start_ms)
+        span = (generated[0] if span[0] is None else span[0], generated[1] if span[1] is None else span[1])
     else:
         total = _count(args.count, required=False)
-        chunks = _file_chunks(args, total)
+        if every_ms is not None:
+            for name, value in zip(("--punctuate-from", "--punctuate-to"), span, strict=True):
+                if value is None:
+                    raise ValueError(
+                        f"{name}: required with --file and --punctuate-every (the punctuation schedule "
+                        "must be declared, never taken from the events' times)"
+                    )
+        chunks = _file_chunks(args, total, sort=every_ms is not None)
+    schedule_args = None if every_ms is None else (every_ms, int(span[0]), int(span[1]))  # type: ignore[arg-type]
+    if schedule_args is not None:
+        from privstream.connectors.punctuation import PunctuationSchedule, schedule_ticks
+
+        schedule_ticks(*schedule_args)  # fail fast on the range, before connecting
     create_topics(args.bootstrap, [TopicSpec(args.topic, args.partitions)])
     started = time.monotonic()
     last_report = started
@@ -292,13 +282,9 @@ def _produce(args: argparse.Namespace) -> int:
     with EventProducer(
         args.bootstrap, args.topic, events_per_message=args.batch, key_by=args.key
     ) as producer:
-        punctuator = None if every_ms is None else _Punctuator(producer, every_ms, lag_ms)
+        schedule = None if schedule_args is None else PunctuationSchedule(producer, *schedule_args)
         for columns in chunks:
-            if punctuator is not None:
-                punctuator.before(columns.event_time_ms)
-            sent += producer.send_columns(columns)
-            if punctuator is not None:
-                punctuator.after(columns.event_time_ms)
+            sent += producer.send_columns(columns) if schedule is None else schedule.send(columns)
             if args.rate is not None:
                 delay = started + sent / args.rate - time.monotonic()
                 if delay > 0:
@@ -312,14 +298,8 @@ def _produce(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        if punctuator is not None:
-            punctuator.end()
-            if punctuator.behind:
-                print(
-                    f"privstream produce: WARNING {punctuator.behind} events were older than an earlier "
-                    "punctuation (raise --punctuate-lag): time-epoch jobs dead-letter them",
-                    file=sys.stderr,
-                )
+        if schedule is not None:
+            schedule.end()
         if args.no_end_marker:
             producer.flush()
         else:

@@ -52,7 +52,8 @@ FINAL = 2**62
 DATA_DRIVEN_WATERMARK_ASSUMPTION = (
     "; ASSUMES every event arrives within --lateness of the maximum event time seen "
     "(data-driven watermark): otherwise one event can make others late; which epochs are "
-    "released also depends on which contain events"
+    "released also depends on which contain events; and ASSUMES the producer partitions by hash "
+    "(misrouted messages are dead-lettered, but this variant does not stop releasing after one)"
 )
 
 
@@ -64,6 +65,8 @@ class ShardProgress:
     watermark: int | None = None  #: largest punctuation (``EpochWatermark``) read by this shard (ms)
     first_epoch: int | None = None  #: this shard's first epoch (count: 0; time: set by the first punctuation)
     closed_through: int | None = None  #: every epoch <= this is closed and emitted
+    #: why this shard stopped supporting releases: set (for good) by the first misrouted event
+    misrouted: str | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()

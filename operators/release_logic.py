@@ -27,7 +27,7 @@ same noise on a different input (whose difference would reveal exact counts). On
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,6 +39,8 @@ from privstream.operators.sketch_spec import SketchSpec
 
 from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced
 from privstream.noise.rng import KeyedRandomSource, RandomSource, SeededRandomSource
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class EpochReleaser:
         """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
         from privstream.mechanisms import release
 
+        if merged.refused is not None:  # fail closed: the input cannot support the stated relation
+            logger.error("release of epoch %s refused: %s", merged.epoch, merged.refused)
+            return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {merged.refused}")
         budget = Budget(self.config.epsilon, self.config.delta)
         sketch = self.spec.load_merged(merged.data)
         try:  # the entry point charges the ledger before it draws noise
@@ -120,7 +125,7 @@ class EpochReleaser:
                 group_size=self.policy.group_size,
             )
         except BudgetExceeded as exc:
-            print(f"privstream: release of epoch {merged.epoch} refused: {exc}", file=sys.stderr)
+            logger.error("release of epoch %s refused: %s", merged.epoch, exc)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
         record = "user set" if self.spec.user_sets else "event"
         result = replace(

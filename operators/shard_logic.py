@@ -25,24 +25,35 @@ from privstream.operators.sketch_spec import SketchSpec
 
 
 class Misrouted(ValueError):
-    """A message whose events the data-independent partitioner puts in another shard."""
+    """A message whose events the data-independent partitioner puts in another shard.
+
+    Dropping such a message is not enough: which events reach the job would then depend on the
+    producer's positional partitioning, and the events of the same message that *were* routed right
+    would be dropped because of others. The shard therefore fails closed: the message is
+    dead-lettered, the shard records the reason for good (:attr:`ShardProgress.misrouted`), and every
+    epoch it closes from then on carries it, so the merge marks those epochs refused and nothing
+    more is released (the release operator logs and ledgers the refusal, charging nothing)."""
 
 
 class ShardSketch(NamedTuple):
-    """A shard's closed epoch: ``data`` is the core sketch format (``None``: progress only)."""
+    """A shard's closed epoch: ``data`` is the core sketch format (``None``: progress only).
+    ``refused``: why no release may use this shard's sketches any more (see :class:`Misrouted`)."""
 
     shard: int
     epoch: int | None
     data: bytes | None
     closed_through: int
+    refused: str | None = None
 
 
 class MergedEpoch(NamedTuple):
-    """The fixed-order merge of every shard's sketch of ``epoch`` (core format bytes)."""
+    """The fixed-order merge of every shard's sketch of ``epoch`` (core format bytes); ``refused``:
+    why it must not be released (a shard saw a misrouted event), else ``None``."""
 
     epoch: int
     data: bytes
     shards: int
+    refused: str | None = None
 
 
 class ShardSketcher:
@@ -74,6 +85,8 @@ class ShardSketcher:
         partitioner would not put in this shard raises :class:`Misrouted` before anything is counted."""
         reason = routing_error(payload, self.shard, self.shards, self.spec.shard_key or "item")
         if reason is not None:
+            if self.progress.misrouted is None:
+                self.progress.misrouted = f"partition {self.shard}: {reason}"
             raise Misrouted(reason)
         if isinstance(payload, WatermarkPayload):
             self.progress.punctuate(payload.watermark_ms)
@@ -94,7 +107,7 @@ class ShardSketcher:
         for epoch in list(self.store.keys()):
             self.unreleased_events += self.spec.load(self.store.pop(epoch)).n
         self.progress.closed_through = FINAL
-        out.append(ShardSketch(self.shard, None, None, FINAL))
+        out.append(ShardSketch(self.shard, None, None, FINAL, self.progress.misrouted))
         return out
 
     def _close_through(self, last: int | None) -> list[ShardSketch]:
@@ -110,20 +123,22 @@ class ShardSketcher:
         out = []
         for epoch in range(start, last + 1):
             data = self.store.pop(epoch, None)
-            out.append(ShardSketch(self.shard, epoch, data or self.spec.new().to_bytes(), epoch))
+            data = data or self.spec.new().to_bytes()
+            out.append(ShardSketch(self.shard, epoch, data, epoch, self.progress.misrouted))
         self.progress.closed_through = last
-        return out or [ShardSketch(self.shard, None, None, last)]
+        return out or [ShardSketch(self.shard, None, None, last, self.progress.misrouted)]
 
 
 class MergeState(NamedTuple):
-    """What the merge operator checkpoints: per-shard progress, the sketches of pending epochs, and
+    """What the merge operator checkpoints: per-shard progress, the sketches of pending epochs,
     each shard's first epoch (known from its first message; ``FINAL`` for a shard that ended
-    without any epoch)."""
+    without any epoch), and why releases are refused from now on (the first shard refusal seen)."""
 
     closed: tuple[int | None, ...]
     pending: dict[int, dict[int, bytes]]
     next_epoch: int | None
     starts: tuple[int | None, ...]
+    refused: str | None = None
 
 
 class EpochMerger:
@@ -155,7 +170,8 @@ class EpochMerger:
             # only), never from which shard's data happened to arrive first
             first = min(starts)  # type: ignore[type-var]
             next_epoch = first if first < FINAL else None
-        self.state = MergeState(tuple(closed), pending, next_epoch, tuple(starts))
+        refused = self.state.refused or msg.refused
+        self.state = MergeState(tuple(closed), pending, next_epoch, tuple(starts), refused)
         return list(self._complete())
 
     def close_all_through(self, epoch: int) -> list[MergedEpoch]:
@@ -165,11 +181,11 @@ class EpochMerger:
         pending, next_epoch = self.state.pending, self.state.next_epoch
         if next_epoch is None and pending:
             next_epoch = min(pending)
-        self.state = MergeState(closed, pending, next_epoch, self.state.starts)
+        self.state = self.state._replace(closed=closed, next_epoch=next_epoch)
         return list(self._complete())
 
     def _complete(self) -> Iterator[MergedEpoch]:
-        closed, pending, next_epoch, starts = self.state
+        closed, pending, next_epoch, starts, refused = self.state
         if next_epoch is None or any(c is None for c in closed):
             return
         through = min(c for c in closed if c is not None)
@@ -179,6 +195,6 @@ class EpochMerger:
             shard_data = pending.pop(next_epoch, {})
             ordered = [shard_data[s] for s in sorted(shard_data)]
             merged = self.spec.merge(ordered)
-            yield MergedEpoch(next_epoch, merged.to_bytes(), len(ordered))
+            yield MergedEpoch(next_epoch, merged.to_bytes(), len(ordered), refused)
             next_epoch += 1
-            self.state = MergeState(closed, pending, next_epoch, starts)
+            self.state = MergeState(closed, pending, next_epoch, starts, refused)

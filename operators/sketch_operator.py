@@ -127,7 +127,10 @@ class ShardSketchFunction(KeyedProcessFunction):
             try:
                 out, late = sketcher.add(decoded)
             except Misrouted as exc:  # the producer's partitioning breaks the neighbour relation
-                yield self._dead_letter(payload, str(exc), shard, offset)
+                self.progress.update(sketcher.progress.to_bytes())  # the shard now refuses releases
+                yield self._dead_letter(
+                    payload, f"{exc}; this job releases nothing more (fail closed)", shard, offset
+                )
                 return
             except ValueError as exc:  # e.g. a user set larger than m: the message is unusable
                 yield self._dead_letter(payload, f"rejected by the sketch: {exc}", shard, offset)

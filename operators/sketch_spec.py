@@ -74,9 +74,16 @@ class SketchSpec:
     def shard_relation(self) -> str:
         """What the releases append to their neighbour relation about the shards."""
         return (
-            f"; shards = Kafka partitions chosen by a hash of the {self.shard_key} (verified for every event, "
-            "misrouted messages dead-lettered), merged in shard-id order (Lebeda-Tetek Cor. 7.2"
+            f"; shards = Kafka partitions chosen by a hash of the {self.shard_key} (verified for every event: "
+            "after a misrouted message the job releases nothing more), merged in shard-id order "
+            "(Lebeda-Tetek Cor. 7.2"
             + (", 8.10)" if self.user_sets else ")")
+            + (
+                "; the privacy unit is one UserSetEvent: a user who sends s sets in one epoch is "
+                "protected only at group size s (Lemma 8.1), so producers send one per user and epoch"
+                if self.user_sets
+                else ""
+            )
         )
 
     def new(self) -> ShardSketchT:

@@ -268,3 +268,46 @@ def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
         ShardSketcher(0, spec, policy, {}, ShardProgress()).add(UserSetPayload(1, (1, 2, 3), 0))
     with pytest.raises(ValueError, match="m:"):
         SketchSpec("pamg", 4, 4)
+
+
+def test_a_misrouted_event_stops_every_later_release_fail_closed() -> None:
+    """One misrouted message (a position-based producer) must not just be dropped — which of the
+    right-routed events are counted would then depend on position — the job stops releasing: every
+    epoch closed after it is merged as refused, and the releaser publishes nothing and charges nothing."""
+    from privstream.connectors.partitioning import partition_for
+    from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
+    from privstream.operators.shard_logic import Misrouted
+
+    from privstream.accounting import PrivacyLedger
+
+    spec, policy, shards = SketchSpec("mg", 8), TimeEpochs(1000), 2
+    own = [x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 0][:5]
+    other = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 1)
+    progress, store = ShardProgress(), {}
+    sketcher = ShardSketcher(0, spec, policy, store, progress, shards)
+    merger = EpochMerger(shards, spec)
+    closed = sketcher.add(WatermarkPayload("clock", 0))[0]
+    closed += sketcher.add(EventPayload(np.asarray(own), np.full(5, 10, dtype=np.int64)))[0]
+    closed += sketcher.add(WatermarkPayload("clock", 1000))[0]  # epoch 0 closes before the fault
+    merged = []
+    for shard_msg in [*closed, ShardSketch(1, None, None, 0)]:  # shard 1 closed epoch 0 too
+        merged += merger.add(shard_msg)
+    closed = []
+    with pytest.raises(Misrouted):
+        sketcher.add(EventPayload(np.asarray([own[0], other]), np.full(2, 1500, dtype=np.int64)))
+    assert progress.misrouted is not None and "partition 0" in progress.misrouted
+    restored = ShardProgress.from_bytes(progress.to_bytes())  # the refusal survives a restore
+    assert restored.misrouted == progress.misrouted
+    closed += sketcher.add(WatermarkPayload("clock", 3000))[0]
+    assert [s.refused is not None for s in closed if s.epoch is not None] == [True, True]
+    for shard_msg in [*closed, ShardSketch(1, None, None, 5)]:
+        merged += merger.add(shard_msg)
+    assert [(m.epoch, m.refused is None) for m in merged] == [(0, True), (1, False), (2, False)]
+    config = ReleaseConfig(1.0, 1e-6, 10.0, 1e-5, "test/fail-closed", noise_seed=1)
+    releaser = EpochReleaser(config, spec, policy)
+    first, _ = releaser.release(merged[0])
+    refused, entry = releaser.release(merged[1])
+    assert first is not None and refused is None
+    assert len(releaser.ledger.entries) == 1  # the refused epoch charged nothing
+    assert b"REFUSED epoch 1" in entry and b"misrouted" in entry
+    assert isinstance(releaser.ledger, PrivacyLedger)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -334,3 +335,69 @@ def test_produce_cli_punctuates_every_partition_by_event_time(
         "--punctuate-every", "ten",
     )  # fmt: skip
     assert bad.returncode == 2 and "punctuate-every" in bad.stderr
+
+
+def test_produce_cli_punctuates_a_file_on_its_declared_schedule_in_time_order(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str], tmp_path
+) -> None:
+    """A file's punctuations are the declared schedule (never its events' times): the run needs
+    ``--punctuate-from/--punctuate-to``, sends the events sorted by time, and no event is behind a tick."""
+    import time
+
+    path = tmp_path / "events.csv"
+    times = [1500, 1010, 1990, 1200, 99_000, 1000, 1350]  # out of order, one far in the future
+    path.write_text("item,event_time\n" + "".join(f"{i % 3},{t}\n" for i, t in enumerate(times)))
+    topic = unique_topic(partitions=2)
+    base = ("--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--file", str(path), "--batch", "2")
+    missing = _produce_cli(*base, "--punctuate-every", "250ms")
+    assert missing.returncode == 2 and "error: --punctuate-from: required with --file" in missing.stderr
+    result = _produce_cli(
+        *base, "--punctuate-every", "250ms", "--punctuate-from", "1000", "--punctuate-to", "2000"
+    )
+    assert result.returncode == 0, result.stderr
+    with RecordConsumer(kafka_broker.bootstrap, topic, dead_letters=False) as consumer:
+        records, deadline = [], time.monotonic() + 30
+        while sum(r.schema == "EndMarker" for r in records) < 2 and time.monotonic() < deadline:
+            records += consumer.poll(timeout_ms=200)
+    for partition in (0, 1):
+        marks, sent, watermark = [], [], None
+        for rec in (r for r in records if r.partition == partition):
+            if rec.schema == "EpochWatermark":
+                watermark = rec.value["watermark_ms"]
+                marks.append(watermark)
+            elif rec.schema in ("Event", "EventBatch"):
+                events = rec.value["events"] if rec.schema == "EventBatch" else [rec.value]
+                sent += [e["event_time"] for e in events]
+                assert watermark is not None and min(e["event_time"] for e in events) >= watermark
+        assert marks == [1000, 1250, 1500, 1750, 2000]  # the schedule, not 99 000
+        assert sent == sorted(sent)
+
+
+def test_user_sets_go_to_their_users_partition_and_pass_the_jobs_routing_check(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """``EventProducer.send_user_sets``: one ``UserSetEvent`` per user, on the partition the
+    user-level job's per-event check expects (whatever ``key_by`` says), counted in the EndMarkers."""
+    from privstream.operators.payloads import decode_payload
+    from privstream.operators.routing import routing_error
+
+    topic = unique_topic(partitions=3)
+    users = [*range(20), "alice", "bob"]
+    sets = [[u % 5, u % 5 + 10] if isinstance(u, int) else ["x", "y"] for u in users]
+    with EventProducer(kafka_broker.bootstrap, topic, key_by="item") as producer:
+        assert producer.send_user_sets(users, sets, 1000) == len(users)
+        with pytest.raises(ValueError, match="user_ids"):
+            producer.send_user_sets([None], [[1]])
+        counts = producer.finish()
+    assert sum(counts.values()) == len(users) and len([c for c in counts.values() if c]) > 1
+    got = {}
+    with RecordConsumer(kafka_broker.bootstrap, topic, dead_letters=False) as consumer:
+        records, deadline = [], time.monotonic() + 30
+        while sum(r.schema == "EndMarker" for r in records) < 3 and time.monotonic() < deadline:
+            records += consumer.poll(timeout_ms=200)
+    for rec in records:
+        if rec.schema == "UserSetEvent":
+            got[rec.value["user_id"]] = rec.value["items"]
+            payload = decode_payload(rec.raw, user_sets=True)
+            assert routing_error(payload, rec.partition, 3, "user") is None
+    assert got == dict(zip(users, sets, strict=True))

@@ -2,27 +2,51 @@
 
 Adversarial neighbouring pairs — one event removed early in a long stream, so that every later
 position shifts — through every build path: count-cut micro-batches (``update_batch``), hash-routed
-shards merged in a fixed order, PAMG batches of users, and the job's own shard → merge logic with
-both epoch kinds. The structural properties are checked exhaustively on small alphabets, and the
-project's privacy audit runs on the worst pair (false-failure rate: the audit harness's 1e-3 per
-audit, deterministic with the fixed seeds here).
+shards merged in a fixed order, PAMG batches of users, and the job's own shard → merge → release
+logic (``ShardSketcher`` → ``EpochMerger`` → ``EpochReleaser``) with both epoch kinds.
+
+Every check is *structural* and comes before any check of a ``Build`` label or an API refusal: the
+two neighbouring sketches must differ as the cited lemma says (per-counter difference at most 1,
+one sign, at most k keys, nested key sets: ``one_signed_step``), and the job-level tests also assert
+that the pair does differ, so they cannot pass by comparing a sketch with itself.
+
+The job-level pairs put every item of the adversarial pattern into **one** shard (items picked with
+``partition_for``), so removing the early event shifts every later message boundary of that shard;
+messages are cut over the shard's whole stream (a message may straddle an epoch boundary), so the
+shift reaches every later epoch. Count epochs (replace one event at a fixed position) are checked
+as two add/remove steps through the job's own sketch of the epoch without the event: the fixed
+position alone would not shift any boundary.
+
+Checked by hand, not part of the suite: with ``update_batch`` reverted to the old path (merge each
+batch's exact histogram into the sketch), the 2- and 5-event job tests, both exhaustive job tests
+and the audit test fail their structural assertion (counter differences of up to 7, 10, 1 and 41).
+1-event messages cannot tell the two apart (merging a one-event histogram is the standard MG step),
+and the job's PAMG path has no batches (one user's set per message): old PAMG batches are caught by
+``test_pamg_batches_of_users_keep_lemma_8_9_on_the_adversarial_pair``.
 
 The pair ``PATTERN`` is the one that broke the old batch path: with k = 4 and 2-event batches whose
 histograms were merged, removing the first event changed one counter by 40 (the audit measured
 ε ≥ 5 at a claimed ε = 1). ``old_batch_semantics`` re-creates that path (per-batch summaries merged
 in order) to show the pair is adversarial and that the audit has the power to see the leak.
+
+Privacy audit: ``tests/test_privacy_audit.py``'s harness; a correct (ε, δ)-DP mechanism fails one
+audit with probability at most 1e-3 (union bound over its one-sided Clopper–Pearson intervals), and
+with the fixed seeds here the outcome is deterministic.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
+from privstream.connectors.avro_codec import decode
 from privstream.connectors.partitioning import partition_for
-from privstream.operators.epochs import CountEpochs, ShardProgress, TimeEpochs
+from privstream.operators.epochs import CountEpochs, EpochPolicy, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, UserSetPayload, WatermarkPayload
-from privstream.operators.shard_logic import EpochMerger, Misrouted, ShardSketcher
+from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
+from privstream.operators.shard_logic import EpochMerger, MergedEpoch, Misrouted, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 
 from privstream.accounting import Budget
@@ -37,7 +61,7 @@ from privstream.sketches import (
     merge_pamg,
 )
 from tests.test_privacy_audit import audit, runs, threshold_events, total_value
-from tests.test_sketch_reference import assert_one_signed, lemma2_case
+from tests.test_sketch_reference import lemma2_case
 
 K = 4
 #: [0,0,1,1,2,2,3,3,f,f+1] x 40 with fresh fillers f, plus one early event (removed in the neighbour)
@@ -62,8 +86,26 @@ def old_batch_semantics(stream: list[int], k: int, batch: int) -> StandardMisraG
     return merge_misra_gries(parts, k=k)
 
 
-def max_counter_gap(a: dict, b: dict) -> int:
+def max_counter_gap(a: Mapping, b: Mapping) -> int:
     return max((abs(a.get(x, 0) - b.get(x, 0)) for x in a.keys() | b.keys()), default=0)
+
+
+def one_signed_step(a: Mapping, b: Mapping, k: int) -> int:
+    """Assert the structure of one add/remove step between (merged) sketches' counters: Lebeda–Tětek
+    Lemma 7.1 / Cor. 7.2 (MG) and Lemma 8.9 / Cor. 8.10 (PAMG) — every difference ``a[x] - b[x]`` is
+    in {0, +1}, or every one in {0, -1}, on at most k keys, the key sets nested accordingly. (Lemma 2
+    for sequential Alg. 1 sketches implies the same of their positive counters.) Returns how many
+    counters differ."""
+    diff = {x: a.get(x, 0) - b.get(x, 0) for x in a.keys() | b.keys()}
+    changed = {x: d for x, d in diff.items() if d}
+    gap = max_counter_gap(a, b)
+    assert gap <= 1, f"max counter difference {gap} > 1: {changed}"
+    assert len(set(changed.values())) <= 1, f"differences of both signs: {changed}"
+    assert len(changed) <= k, f"{len(changed)} counters differ, more than k = {k}"
+    if changed:
+        smaller, larger = (b, a) if next(iter(changed.values())) > 0 else (a, b)
+        assert smaller.keys() <= larger.keys(), "key sets not nested"
+    return len(changed)
 
 
 # ---------------------------------------------------------------- core: one stream, any batching
@@ -73,9 +115,9 @@ def max_counter_gap(a: dict, b: dict) -> int:
 def test_count_cut_batches_keep_lemma_2_on_the_adversarial_pair(batch: int) -> None:
     """Removing the first event shifts every later batch boundary; the sketch must not care."""
     a, b = batched_alg1(PATTERN, K, batch), batched_alg1(PATTERN[1:], K, batch)
+    assert one_signed_step(a.counters(), b.counters(), K) >= 1
     assert a.build is b.build is Build.ALG1_SEQUENTIAL  # PMG's Lemma 2 applies, and is checked:
     lemma2_case(dict(a.slots()), dict(b.slots()), K)
-    assert max_counter_gap(a.counters(), b.counters()) <= 1
 
 
 def test_the_adversarial_pair_broke_the_old_batch_path() -> None:
@@ -84,21 +126,28 @@ def test_the_adversarial_pair_broke_the_old_batch_path() -> None:
     assert max_counter_gap(old_a.counters(), old_b.counters()) >= 20
 
 
-def _streams(alphabet: int, max_len: int):
+def _streams(alphabet: Sequence[int] | int, max_len: int):
+    symbols = range(alphabet) if isinstance(alphabet, int) else alphabet
     for n in range(1, max_len + 1):
-        yield from itertools.product(range(alphabet), repeat=n)
+        yield from itertools.product(symbols, repeat=n)
 
 
 def test_exhaustive_lemma_2_for_every_deletion_and_batching() -> None:
-    """Every stream of length <= 7 over 3 items, k = 2, every deletion, 2-event batches."""
-    pairs = 0
-    for stream in _streams(3, 7):
-        s = list(stream)
-        full = dict(batched_alg1(s, 2, 2).slots())
-        for i in range(len(s)):
-            lemma2_case(full, dict(batched_alg1(s[:i] + s[i + 1 :], 2, 2).slots()), 2)
-            pairs += 1
-    assert pairs == sum(n * 3**n for n in range(1, 8))
+    """Every stream of length <= 7 over 3 items, k = 1 and 2, every deletion, 2-event batches: the
+    counters keep the one-step structure, then the k slots Lemma 2. (k = 1 first: the old batch
+    path breaks the structure there, e.g. [0, 0, 1, 2] without its first event.)"""
+    pairs = []
+    for k in (1, 2):
+        for stream in _streams(3, 7):
+            s = list(stream)
+            full = batched_alg1(s, k, 2)
+            for i in range(len(s)):
+                minus = batched_alg1(s[:i] + s[i + 1 :], k, 2)
+                one_signed_step(full.counters(), minus.counters(), k)
+                pairs.append((full, minus, k))
+    assert len(pairs) == 2 * sum(n * 3**n for n in range(1, 8))
+    for full, minus, k in pairs:
+        lemma2_case(dict(full.slots()), dict(minus.slots()), k)
 
 
 def _hash_shards(stream: list[int], shards: int, keys: list[object] | None = None) -> list[list[int]]:
@@ -115,7 +164,7 @@ def test_exhaustive_cor_7_2_for_hash_routed_shards() -> None:
         for i in range(len(s)):
             t = s[:i] + s[i + 1 :]
             other = merge_misra_gries([batched_alg1(p, 2, 2) for p in _hash_shards(t, 2)], k=2).counters()
-            assert_one_signed(merged, other, 2)
+            one_signed_step(merged, other, 2)
 
 
 def test_user_hash_routed_shards_on_the_adversarial_pair() -> None:
@@ -126,7 +175,7 @@ def test_user_hash_routed_shards_on_the_adversarial_pair() -> None:
     small = merge_misra_gries(
         [batched_alg1(p, K, 2) for p in _hash_shards(PATTERN[1:], 3, users[1:])], k=K
     ).counters()
-    assert_one_signed(big, small, K)
+    one_signed_step(big, small, K)
 
 
 def _user_sets() -> list[tuple[int, ...]]:
@@ -137,22 +186,46 @@ def test_exhaustive_lemma_8_9_for_pamg_batches_of_users() -> None:
     """PAMG, k = 3, m = 2: every stream of <= 4 users' sets, every user removed, batches of 2 users
     through both batch paths: nested keys, differences in {0, +1} (Lemma 8.9)."""
     k, m = 3, 2
+
+    def sketches(us: tuple[tuple[int, ...], ...]) -> tuple[PrivacyAwareMisraGries, PrivacyAwareMisraGries]:
+        a, b = PrivacyAwareMisraGries(k, m), PrivacyAwareMisraGries(k, m)
+        for start in range(0, len(us), 2):
+            chunk = us[start : start + 2]
+            a.update_batch(chunk)
+            flat = np.array([x for u in chunk for x in u], dtype=np.int64)
+            b.update_batch_flat(flat, np.cumsum([0, *map(len, chunk)]))
+        return a, b
+
     for n in range(1, 5):
         for users in itertools.product(_user_sets(), repeat=n):
-
-            def sketch(us: tuple[tuple[int, ...], ...]) -> dict:
-                a, b = PrivacyAwareMisraGries(k, m), PrivacyAwareMisraGries(k, m)
-                for start in range(0, len(us), 2):
-                    chunk = us[start : start + 2]
-                    a.update_batch(chunk)
-                    flat = np.array([x for u in chunk for x in u], dtype=np.int64)
-                    b.update_batch_flat(flat, np.cumsum([0, *map(len, chunk)]))
-                assert a.counters() == b.counters() and a.build is Build.PAMG
-                return a.counters()
-
-            full = sketch(users)
+            full, full_flat = sketches(users)
             for i in range(n):
-                assert_one_signed(full, sketch(users[:i] + users[i + 1 :]), k)
+                minus, minus_flat = sketches(users[:i] + users[i + 1 :])
+                one_signed_step(full.counters(), minus.counters(), k)
+                one_signed_step(full_flat.counters(), minus_flat.counters(), k)
+            assert full.counters() == full_flat.counters()
+            assert full.build is full_flat.build is Build.PAMG
+
+
+@pytest.mark.parametrize("batch", [2, 5])
+def test_pamg_batches_of_users_keep_lemma_8_9_on_the_adversarial_pair(batch: int) -> None:
+    """PATTERN as users of one item each (m = 1), count-cut batches of users through both batch
+    paths: removing the first user shifts every later batch boundary; Lemma 8.9 must hold (the old
+    path, which merged each batch's histogram, changed four counters by 40 here)."""
+    users = [(x,) for x in PATTERN]
+
+    def both(us: list[tuple[int, ...]]) -> tuple[dict, dict]:
+        a, b = PrivacyAwareMisraGries(K, 1), PrivacyAwareMisraGries(K, 1)
+        for start in range(0, len(us), batch):
+            chunk = us[start : start + batch]
+            a.update_batch(chunk)
+            b.update_batch_flat(np.array([u[0] for u in chunk], dtype=np.int64), np.arange(len(chunk) + 1))
+        return a.counters(), b.counters()
+
+    (big, big_flat), (small, small_flat) = both(users), both(users[1:])
+    assert one_signed_step(big, small, K) >= 1
+    assert one_signed_step(big_flat, small_flat, K) >= 1
+    assert big == big_flat and small == small_flat
 
 
 def test_pamg_user_hash_shards_merged_keep_cor_8_10() -> None:
@@ -169,81 +242,343 @@ def test_pamg_user_hash_shards_merged_keep_cor_8_10() -> None:
             shards.append(sk)
         return merge_pamg(shards).counters()
 
-    assert_one_signed(merged(users, ids), merged(users[1:], ids[1:]), 6)
+    one_signed_step(merged(users, ids), merged(users[1:], ids[1:]), 6)
 
 
-# ---------------------------------------------------------------- the job's shard -> merge logic
+# ---------------------------------------------------------------- the job's shard -> merge -> release
 
 SHARDS = 3
+EPOCH_MS = 1000
 
 
-def _job_epochs(stream: list[int], policy, *, message: int = 2, times: list[int] | None = None) -> dict:
-    """Run the job's Flink-free shard and merge logic: events routed by a hash of the item, cut into
-    ``message``-event messages per shard (by position), time epochs closed by punctuations every
-    1000 ms; returns epoch -> merged counters."""
-    spec = SketchSpec("mg", K)
-    parts = partition_for(np.asarray(stream), SHARDS).tolist()
-    ts = times if times is not None else [10 * i for i in range(len(stream))]
-    sketchers = [ShardSketcher(s, spec, policy, {}, ShardProgress(), SHARDS) for s in range(SHARDS)]
-    merger = EpochMerger(SHARDS, spec)
-    merged: dict[int, dict] = {}
+def keys_in_shard(shard: int, shards: int, n: int, start: int = 0) -> list[int]:
+    """The first ``n`` ints >= ``start`` that the job's partitioner puts in ``shard`` of ``shards``."""
+    candidates = np.arange(start, start + 20 * shards * n + 100, dtype=np.int64)
+    found = candidates[partition_for(candidates, shards) == shard][:n].tolist()
+    assert len(found) == n
+    return found
 
-    def collect(out) -> None:
-        for m in merger_out(out):
-            merged[m.epoch] = spec.load_merged(m.data).counters()
 
-    def merger_out(out):
-        for msg in out:
-            yield from merger.add(msg)
+#: A job input record: ``(item, event time ms)`` (MG) or ``(user, items, event time ms)`` (PAMG).
+Record = tuple
 
-    per_shard = {
-        s: [(x, t) for x, t, p in zip(stream, ts, parts, strict=True) if p == s] for s in range(SHARDS)
-    }
-    horizon = max(ts) + 1000
-    for s in range(SHARDS):
-        collect(sketchers[s].add(WatermarkPayload("t", 0))[0])
-    for tick in range(1000, horizon + 1000, 1000):
-        for s in range(SHARDS):
-            events = [(x, t) for x, t in per_shard[s] if tick - 1000 <= t < tick]
-            for start in range(0, len(events), message):
-                chunk = events[start : start + message]
-                payload = EventPayload(
-                    np.array([x for x, _ in chunk], dtype=np.int64),
-                    np.array([t for _, t in chunk], dtype=np.int64),
-                )
-                out, late = sketchers[s].add(payload)
-                assert late == 0
-                collect(out)
-            collect(sketchers[s].add(WatermarkPayload("t", tick))[0])
-    for s in range(SHARDS):
-        collect(sketchers[s].finish())
-    return merged
+
+def run_job(
+    records: Sequence[Record],
+    spec: SketchSpec,
+    policy: EpochPolicy,
+    *,
+    shards: int = SHARDS,
+    message: int = 2,
+    horizon: int | None = None,
+) -> dict[int, MergedEpoch]:
+    """The job's Flink-free logic, ShardSketcher -> EpochMerger: records routed by the partitioner
+    (a hash of the item; of the user for PAMG) and verified by the shards; each shard's stream cut
+    *by position* into ``message``-event messages (PAMG: one user's set per message) over the whole
+    shard stream, so a message may straddle an epoch. Time epochs: each shard is punctuated at 0,
+    at each epoch end before the first message at or past it, and at ``horizon`` (public; pass the
+    larger input's) before the end. Returns epoch -> merged epoch (the EpochReleaser's input)."""
+    timed = isinstance(policy, TimeEpochs)
+    length = policy.length_ms if isinstance(policy, TimeEpochs) else 0
+    if timed and horizon is None:
+        horizon = (max(r[-1] for r in records) // length + 1) * length
+    parts = partition_for(np.asarray([r[0] for r in records]), shards).tolist()
+    merger = EpochMerger(shards, spec)
+    out: dict[int, MergedEpoch] = {}
+
+    def collect(closed: list) -> None:
+        for msg in closed:
+            for merged in merger.add(msg):
+                assert merged.epoch not in out
+                out[merged.epoch] = merged
+
+    step = 1 if spec.user_sets else message
+    for s in range(shards):
+        sketcher = ShardSketcher(s, spec, policy, {}, ShardProgress(), shards)
+        mine = [r for r, p in zip(records, parts, strict=True) if p == s]
+        clock = 0
+        if timed:
+            collect(sketcher.add(WatermarkPayload("producer", 0))[0])
+        for start in range(0, len(mine), step):
+            chunk = mine[start : start + step]
+            while timed and clock + length <= min(horizon, chunk[0][-1]):  # type: ignore[type-var]
+                clock += length
+                collect(sketcher.add(WatermarkPayload("producer", clock))[0])
+            if spec.user_sets:
+                payload: EventPayload | UserSetPayload = UserSetPayload(*chunk[0])
+            else:
+                items, times = zip(*chunk, strict=True)
+                payload = EventPayload(np.array(items, dtype=np.int64), np.array(times, dtype=np.int64))
+            closed, late = sketcher.add(payload)
+            assert late == 0
+            collect(closed)
+        if timed:
+            collect(sketcher.add(WatermarkPayload("producer", horizon))[0])  # type: ignore[arg-type]
+        collect(sketcher.finish())
+    return out
+
+
+def counters_of(merged: Mapping[int, MergedEpoch], spec: SketchSpec) -> dict[int, dict]:
+    """Each epoch's counters, decoded as the EpochReleaser decodes its input."""
+    return {e: spec.load_merged(m.data).counters() for e, m in merged.items()}
+
+
+def release_all(merged: Mapping[int, MergedEpoch], spec: SketchSpec, policy: EpochPolicy) -> list[dict]:
+    """Release every merged epoch through the job's EpochReleaser (seeded test noise)."""
+    config = ReleaseConfig(1.0, 1e-6, 100.0, 1e-3, "hh/neighbours", noise_seed=9)
+    releaser = EpochReleaser(config, spec, policy)
+    out = []
+    for epoch in sorted(merged):
+        data, _ = releaser.release(merged[epoch])
+        assert data is not None
+        out.append(decode(data)[1])
+    return out
+
+
+MG = SketchSpec("mg", K)
+_SHARD0 = keys_in_shard(0, SHARDS, 85)
+#: all in shard 0: four heavy items, the early event, 80 fresh fillers
+HEAVY, EARLY, FILLERS = _SHARD0[:4], _SHARD0[4], _SHARD0[5:85]
+OTHER = keys_in_shard(1, SHARDS, 1)[0]  #: an item of another shard
+
+
+def blocks(rep: int, fillers: int, n: int = 40) -> list[int]:
+    """The early event, then ``n`` blocks of each heavy item ``rep`` times and ``fillers`` fresh
+    fillers (OTHER after every 4th block): all but OTHER in shard 0, so removing the early event
+    shifts every later message boundary of shard 0."""
+    items = [EARLY]
+    for r in range(n):
+        items += [h for h in HEAVY for _ in range(rep)] + FILLERS[fillers * r : fillers * (r + 1)]
+        items += [OTHER] if r % 4 == 0 else []
+    return items
+
+
+#: event i at 10 i ms: 100 events per 1000 ms epoch, epochs 0-4; the early event is at time 0
+JOB_EVENTS = [(x, 10 * i) for i, x in enumerate(blocks(2, 2))]
+JOB_HORIZON = 5 * EPOCH_MS
+
+
+def test_the_job_patterns_are_in_one_shard() -> None:
+    """Without this the pairs are not adversarial: hash routing would split them across shards."""
+    items = np.asarray([x for x, _ in JOB_EVENTS])
+    assert set(partition_for(items[items != OTHER], SHARDS).tolist()) == {0}
+    assert partition_for(np.asarray([OTHER]), SHARDS).tolist() == [1]
+    users = np.asarray([u for u, _, _ in JOB_USERS])
+    assert set(partition_for(users, SHARDS).tolist()) == {0, 1}
+    assert set(partition_for(users[:6], SHARDS).tolist()) == {0}
 
 
 @pytest.mark.parametrize("message", [1, 2, 5])
-def test_job_time_epochs_keep_the_relation_when_an_early_event_is_removed(message: int) -> None:
-    times = [10 * i for i in range(len(PATTERN))]
-    big = _job_epochs(PATTERN, TimeEpochs(1000), message=message, times=times)
-    small = _job_epochs(PATTERN[1:], TimeEpochs(1000), message=message, times=times[1:])
-    assert big.keys() == small.keys() and len(big) >= 4
-    changed = [e for e in big if big[e] != small[e]]
-    assert changed in ([], [0])  # only the removed event's own epoch can change
-    for e in big:
-        assert_one_signed(big[e], small[e], K)
+def test_job_time_epochs_keep_cor_7_2_when_an_early_event_is_removed(message: int) -> None:
+    """Removing the early event shifts every later message boundary of shard 0, in every epoch.
+    Every epoch's merged sketches keep Cor. 7.2; exactly the removed event's epoch changes, on all
+    k counters (the most Cor. 7.2 allows); the sketches do not depend on the message size; the
+    releases state add/remove one event and the item-hash shards."""
+    policy = TimeEpochs(EPOCH_MS)
+    big = run_job(JOB_EVENTS, MG, policy, message=message, horizon=JOB_HORIZON)
+    small = run_job(JOB_EVENTS[1:], MG, policy, message=message, horizon=JOB_HORIZON)
+    a, b = counters_of(big, MG), counters_of(small, MG)
+    assert sorted(a) == sorted(b) == [0, 1, 2, 3, 4]
+    changed = {e: one_signed_step(a[e], b[e], K) for e in a}
+    assert changed == {0: K, 1: 0, 2: 0, 3: 0, 4: 0}
+    assert a == counters_of(run_job(JOB_EVENTS, MG, policy, message=1, horizon=JOB_HORIZON), MG)
+    for record in release_all(big, MG, policy):
+        assert record["mechanism"] == "gshm"
+        assert record["neighbour_relation"].startswith("add/remove one event")
+        assert "hash of the item" in record["neighbour_relation"]
 
 
-def test_job_count_epochs_keep_the_replace_relation() -> None:
-    """Count epochs state "replace one event of one shard's stream by one routed to the same shard":
-    replacing the early event by another item of its shard changes only its epoch, by a remove +
-    add (each step one-signed, so at most 2 per counter)."""
-    first_shard = int(partition_for(np.asarray([PATTERN[0]]), SHARDS)[0])
-    other = next(x for x in range(1000, 2000) if partition_for(np.asarray([x]), SHARDS)[0] == first_shard)
-    replaced = [other, *PATTERN[1:]]
-    a = _job_epochs(PATTERN, CountEpochs(60))
-    b = _job_epochs(replaced, CountEpochs(60))
-    assert a.keys() == b.keys()
-    assert [e for e in a if a[e] != b[e]] in ([], [0])
-    assert max_counter_gap(a[0], b[0]) <= 2
+def epoch_records(
+    records: Sequence[Record], epoch: int, size: int, drop: int, shards: int = SHARDS
+) -> list[Record]:
+    """The records of every shard's count epoch ``epoch`` (size ``size``), without record ``drop``:
+    run alone, the job's epoch 0 of these is its sketch of that epoch with the record removed."""
+    parts = partition_for(np.asarray([r[0] for r in records]), shards).tolist()
+    seen = [0] * shards
+    out = []
+    for i, (r, p) in enumerate(zip(records, parts, strict=True)):
+        if seen[p] // size == epoch and i != drop:
+            out.append(r)
+        seen[p] += 1
+    return out
+
+
+def assert_replacement(a: Mapping, b: Mapping, mid: Mapping, k: int) -> None:
+    """Count epochs, group size 2: ``a`` -> ``mid`` (remove) -> ``b`` (add), each step Cor. 7.2."""
+    one_signed_step(a, mid, k)
+    one_signed_step(mid, b, k)
+
+
+@pytest.mark.parametrize("message", [1, 2, 5])
+def test_job_count_epochs_keep_the_replace_relation(message: int) -> None:
+    """Count epochs state "replace one event at a fixed position of one shard's stream by one routed
+    to the same shard", calibrated for its remove + add (group size 2). Replacing the early event by
+    a heavy item of shard 0 changes only epoch 0, and that pair is two add/remove steps that each
+    keep Cor. 7.2, through the job's own sketch of epoch 0 with the event removed. Replacing it by
+    an item of another shard is not covered by the relation: later epochs shift."""
+    size = 100
+    policy = CountEpochs(size)
+    a_epochs = run_job(JOB_EVENTS, MG, policy, message=message)
+    b_epochs = run_job([(HEAVY[0], 0), *JOB_EVENTS[1:]], MG, policy, message=message)
+    mid_epochs = run_job(epoch_records(JOB_EVENTS, 0, size, drop=0), MG, policy, message=message)
+    a, b, mid = counters_of(a_epochs, MG), counters_of(b_epochs, MG), counters_of(mid_epochs, MG)
+    assert sorted(a) == sorted(b) == [0, 1, 2, 3, 4] and sorted(mid) == [0]
+    assert_replacement(a[0], b[0], mid[0], K)
+    assert a[0] != b[0] and all(a[e] == b[e] for e in range(1, 5))
+    for record in release_all(a_epochs, MG, policy):
+        assert record["neighbour_relation"].startswith("replace one event at a fixed position")
+        assert "group privacy" in record["neighbour_relation"]
+    cross = counters_of(run_job([(OTHER, 0), *JOB_EVENTS[1:]], MG, policy, message=message), MG)
+    assert any(cross.get(e) != a[e] for e in range(1, 5))
+
+
+PAMG = SketchSpec("pamg", K, 2)
+_USERS0, _USERS1 = keys_in_shard(0, SHARDS, 201), keys_in_shard(1, SHARDS, 10)
+
+
+def _job_user_sets() -> list[tuple[int, tuple[int, ...]]]:
+    """An early user, then 40 blocks of five shard-0 users (four heavy pairs, two fresh fillers),
+    a shard-1 user after every 4th block."""
+    out = [(_USERS0[0], (EARLY, FILLERS[0]))]
+    pairs = [(HEAVY[0], HEAVY[1]), (HEAVY[2], HEAVY[3]), (HEAVY[0], HEAVY[2]), (HEAVY[1], HEAVY[3])]
+    for r in range(40):
+        sets = [*pairs, (FILLERS[2 * r], FILLERS[2 * r + 1])]
+        out += [(_USERS0[1 + 5 * r + j], s) for j, s in enumerate(sets)]
+        out += [(_USERS1[r // 4], (HEAVY[0], OTHER))] if r % 4 == 0 else []
+    return out
+
+
+#: user set i at 10 i ms: epochs 0-2
+JOB_USERS = [(u, items, 10 * i) for i, (u, items) in enumerate(_job_user_sets())]
+
+
+@pytest.mark.parametrize("removed", [0, 3, 5])
+def test_job_pamg_keeps_cor_8_10_when_an_early_user_is_removed(removed: int) -> None:
+    """User-level job: user-hash routing (the early users all in shard 0), time epochs, one user's
+    set per message. Removing an early user changes only its epoch, by a non-empty difference with
+    the Lemma 8.9 / Cor. 8.10 structure (one sign, <= 1 per counter, <= k keys, nested key sets);
+    the releases state the user-hash shards and Cor. 8.10. (A message is one user's set, so the
+    job's PAMG path has no batches of users; those are the exhaustive Lemma 8.9 test's.)"""
+    policy = TimeEpochs(EPOCH_MS)
+    horizon = 3 * EPOCH_MS
+    big = run_job(JOB_USERS, PAMG, policy, horizon=horizon)
+    small = run_job(JOB_USERS[:removed] + JOB_USERS[removed + 1 :], PAMG, policy, horizon=horizon)
+    a, b = counters_of(big, PAMG), counters_of(small, PAMG)
+    assert sorted(a) == sorted(b) == [0, 1, 2]
+    changed = {e: one_signed_step(a[e], b[e], K) for e in a}
+    assert [e for e, n in changed.items() if n] == [0], changed
+    for record in release_all(big, PAMG, policy):
+        assert record["mechanism"] == "gshm"
+        assert "hash of the user" in record["neighbour_relation"]
+        assert "8.10" in record["neighbour_relation"]
+
+
+# ---------------------------------------------------------------- exhaustive job-level pairs
+
+#: k = 1, 2 shards: three items of shard 0 and one of shard 1; 2-event messages
+EX = SketchSpec("mg", 1)
+EX_ITEMS = [*keys_in_shard(0, 2, 3), keys_in_shard(1, 2, 1)[0]]
+
+
+class _Job:
+    """run_job on 2 shards with 2-event messages, memoised on what the job's output depends on
+    (each record's item and epoch, for time epochs; the items in order, for count epochs)."""
+
+    def __init__(self, policy: EpochPolicy) -> None:
+        self.policy = policy
+        self.cache: dict[tuple, dict[int, dict]] = {}
+
+    def __call__(self, records: Sequence[Record], horizon: int | None = None) -> dict[int, dict]:
+        length = self.policy.length_ms if isinstance(self.policy, TimeEpochs) else None
+        key = (tuple((x, t // length if length else 0) for x, t in records), horizon)
+        if key not in self.cache:
+            merged = run_job(records, EX, self.policy, shards=2, message=2, horizon=horizon)
+            self.cache[key] = counters_of(merged, EX)
+        return self.cache[key]
+
+
+def test_exhaustive_job_time_epochs_every_deletion() -> None:
+    """Every stream of length <= 6 over EX_ITEMS, event i at 10 i ms, time epochs of 30 ms (three
+    events) closed by punctuation, every deletion: every epoch's merged sketches keep Cor. 7.2 and
+    only the deleted event's epoch changes."""
+    job = _Job(TimeEpochs(30))
+    pairs = changed = 0
+    for stream in _streams(EX_ITEMS, 6):
+        records = [(x, 10 * i) for i, x in enumerate(stream)]
+        horizon = (10 * (len(records) - 1) // 30 + 1) * 30
+        a = job(records, horizon)
+        for i in range(len(records)):
+            b = job(records[:i] + records[i + 1 :], horizon)
+            diff = {e: one_signed_step(a[e], b[e], 1) for e in a}
+            assert [e for e, n in diff.items() if n] in ([], [10 * i // 30]), (stream, i, a, b)
+            pairs, changed = pairs + 1, changed + bool(sum(diff.values()))
+    assert pairs == sum(n * 4**n for n in range(1, 7)) and changed > pairs // 2
+
+
+def test_exhaustive_job_count_epochs_every_replacement() -> None:
+    """Every stream of length <= 6 over EX_ITEMS, count epochs of 4 events per shard, every shard-0
+    event replaced by each other shard-0 item: only its epoch changes, by a remove + add that each
+    keep Cor. 7.2 (through the job's sketch of that epoch with the event removed)."""
+    size = 4
+    job = _Job(CountEpochs(size))
+    shard0 = set(EX_ITEMS[:3])
+    pairs = 0
+    for stream in _streams(EX_ITEMS, 6):
+        records = [(x, 0) for x in stream]
+        a = job(records)
+        for i, x in enumerate(stream):
+            if x not in shard0:
+                continue
+            epoch = sum(1 for y in stream[:i] if y in shard0) // size
+            mid = job(epoch_records(records, epoch, size, drop=i, shards=2)).get(0, {})
+            for y in shard0 - {x}:
+                b = job([*records[:i], (y, 0), *records[i + 1 :]])
+                assert sorted(a) == sorted(b)
+                assert_replacement(a[epoch], b[epoch], mid, 1)
+                assert all(a[e] == b[e] for e in a if e != epoch), (stream, i, y)
+                pairs += 1
+    assert pairs > 0
+
+
+# ---------------------------------------------------------------- the audit on the worst job pair
+
+BUDGET = Budget(1.0, 1e-3)
+
+
+def gshm(sketch: object, rng: SeededRandomSource):
+    return release(sketch, BUDGET, mechanism="gshm", rng=rng).items
+
+
+def test_audit_passes_on_the_worst_job_pair_and_catches_the_old_batch_path() -> None:
+    """The worst job-level pair: removing the early event of blocks(3, 2) (2-event messages, one
+    10 s time epoch holding the whole stream) changes all k counters of the merged epoch sketch by 1
+    — the most Cor. 7.2 allows — at counts that GSHM releases. The job releases it with GSHM; the
+    audit of GSHM on the two merged sketches finds no violation (false-failure rate <= 1e-3 per
+    audit, deterministic with these seeds). Power: the same audit flags the old batch path's pair."""
+    policy = TimeEpochs(10 * EPOCH_MS)
+    records = [(x, 10 * i) for i, x in enumerate(blocks(3, 2))]
+    big = run_job(records, MG, policy)
+    small = run_job(records[1:], MG, policy, horizon=10 * EPOCH_MS)
+    a_sk, b_sk = MG.load_merged(big[0].data), MG.load_merged(small[0].data)
+    assert one_signed_step(a_sk.counters(), b_sk.counters(), K) == K
+    assert release_all(big, MG, policy)[0]["mechanism"] == "gshm"
+    n = 3000
+    stat = total_value(sorted(a_sk.counters().keys() | b_sk.counters().keys()))
+    events = threshold_events(stat, runs(gshm, a_sk, 31, 1000))
+    outs_a = runs(gshm, a_sk, 32, n)
+    violations, eps_lower = audit(outs_a, runs(gshm, b_sk, 33, n), events)
+    assert not violations, violations
+    assert eps_lower <= BUDGET.epsilon
+    assert sum(1 for o in outs_a if len(o) == K) > n // 2  # the differing counters are released
+    # power: the same audit on the old batch path's pair (the leak the issue measured) fails
+    old_a, old_b = old_batch_semantics(PATTERN, K, 2), old_batch_semantics(PATTERN[1:], K, 2)
+    stat = total_value(sorted(old_a.counters().keys() | old_b.counters().keys()))
+    events = threshold_events(stat, runs(gshm, old_a, 34, 1000))
+    violations, eps_lower = audit(runs(gshm, old_a, 35, n), runs(gshm, old_b, 36, n), events)
+    assert violations and eps_lower > 3
+
+
+# ---------------------------------------------------------------- routing
 
 
 def test_misrouted_messages_are_refused_before_anything_is_counted() -> None:
@@ -270,42 +605,3 @@ def test_misrouted_messages_are_refused_before_anything_is_counted() -> None:
         )
     with pytest.raises(ValueError, match="shard_key"):
         SketchSpec("pamg", 4, 2, shard_key="item")
-
-
-# ---------------------------------------------------------------- the audit on the worst pair
-
-BUDGET = Budget(1.0, 1e-3)
-
-
-def _sketch_of(counters: dict) -> StandardMisraGries:
-    """A merged sketch holding ``counters`` (merging one exact summary per key keeps them)."""
-    parts = []
-    for x, c in counters.items():
-        part = StandardMisraGries(K)
-        for _ in range(c):
-            part.update(x)
-        parts.append(part)
-    return merge_misra_gries(parts or [StandardMisraGries(K)], k=K)
-
-
-def gshm(sketch: object, rng: SeededRandomSource):
-    return release(sketch, BUDGET, mechanism="gshm", rng=rng).items
-
-
-def test_audit_passes_on_the_job_pair_and_catches_the_old_batch_path() -> None:
-    times = [10 * i for i in range(len(PATTERN))]
-    big = _job_epochs(PATTERN, TimeEpochs(1000), times=times)[0]
-    small = _job_epochs(PATTERN[1:], TimeEpochs(1000), times=times[1:])[0]
-    a_sk, b_sk = _sketch_of(big), _sketch_of(small)
-    assert a_sk.counters() == big and b_sk.counters() == small
-    n = 3000
-    stat = total_value(sorted(big.keys() | small.keys()))
-    events = threshold_events(stat, runs(gshm, a_sk, 31, 1000))
-    violations, _ = audit(runs(gshm, a_sk, 32, n), runs(gshm, b_sk, 33, n), events)
-    assert not violations, violations
-    # power: the same audit on the old batch path's pair (the leak the issue measured) fails
-    old_a, old_b = old_batch_semantics(PATTERN, K, 2), old_batch_semantics(PATTERN[1:], K, 2)
-    stat = total_value(sorted(old_a.counters().keys() | old_b.counters().keys()))
-    events = threshold_events(stat, runs(gshm, old_a, 34, 1000))
-    violations, eps_lower = audit(runs(gshm, old_a, 35, n), runs(gshm, old_b, 36, n), events)
-    assert violations and eps_lower > 3

@@ -388,7 +388,7 @@ def release_partitions(
     Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours).
 
     The guarantee is for one event added to or removed from *one partition*, every other partition
-    unchanged (ℓ1 < 2 by Lemma 6.1 for the changed partition): the caller must have assigned events
+    unchanged (ℓ1 < 2 by Lemma 6.2 for the changed partition): the caller must have assigned events
     to partitions by a rule that does not depend on other events (a hash of the item or user, time
     slices closed by punctuation), never by position."""
     declared = _check_request(budget, beta, rng, epoch, domain)
@@ -413,6 +413,6 @@ def release_partitions(
 
 _PARTITIONS_RELATION = (
     "add/remove one event in one of the partitions, every other partition unchanged (Lebeda-Tetek §7, "
-    "Alg. 3 per partition: l1 < 2, Lemma 6.1); covers one event of the whole input only where events "
+    "Alg. 3 per partition: l1 < 2, Lemma 6.2); covers one event of the whole input only where events "
     "were assigned to partitions by a rule that does not depend on other events, never by position"
 )

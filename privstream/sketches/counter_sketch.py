@@ -1,8 +1,9 @@
 """State and behaviour shared by the Misra–Gries-type sketches (MG, standard MG, PAMG).
 
 A sketch holds its counters, ``k``, ``n`` (total weight seen) and its
-:class:`~privstream.sketches.build.Build`. Merges and batch updates all go through
-:func:`~privstream.sketches.merge.mg_merge`; serialisation through the shared binary format.
+:class:`~privstream.sketches.build.Build`. Merges go through :func:`~privstream.sketches.merge.mg_merge`;
+batch updates are item by item (compiled kernels), never a merge; serialisation through the shared
+binary format.
 
 Counters live in a dict (``_counters``, what sequential updates mutate) and/or, after a merge or
 batch, in a numpy-backed :class:`~privstream.sketches.histogram.Counts` (``_summary``), so that

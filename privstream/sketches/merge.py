@@ -4,9 +4,13 @@ Yi 2013), shared by MG, standard MG, batch updates and PAMG.
 ``Merge(c1, c2)``: sum the counters per key, subtract the value of the (k+1)-th largest sum (0 when
 there are at most k keys), drop non-positive counters; at most k keys remain. Lebeda–Tětek
 Lemma 7.1 / Cor. 7.2: for any *fixed* merge order, neighbouring inputs give merged counters that
-differ by 1 on at most k keys, all with the same sign. A batch update is the merge with the batch's
-exact histogram (a zero-error summary), so the same structure holds for it; PAMG (Alg. 4) is the
-same merge applied once per user (Cor. 8.10).
+differ by 1 on at most k keys, all with the same sign — *provided every other merged input is
+unchanged*. That is why no batch update of one stream goes through this merge: cutting one stream
+into count-cut batches and merging each batch's exact histogram would move every later batch
+boundary when one event is removed (neighbouring sketches then differ by far more than 1); batch
+updates run Alg. 1 / Alg. 4 item by item instead (:mod:`privstream.sketches.kernels`). Merging is
+for sketches of sub-streams cut by a rule that depends on each event alone (a hash of its item or
+user, its own timestamp against public punctuations).
 """
 
 from __future__ import annotations
