@@ -29,6 +29,7 @@ import json
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,9 @@ import numpy as np
 from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.flink_jars import ensure_connector_jars
 from privstream.connectors.produce import EventProducer
+from privstream.connectors.scans import end_marker_offsets
 from privstream.connectors.topics import TopicSpec, create_topics
-from privstream.jobs import heavy_hitters
-from privstream.jobs.pipeline import create_environment, prepare
-from privstream.jobs.stream_end import end_marker_offsets
+from privstream.jobs.job import HeavyHittersConfig, HeavyHittersJob
 
 from privstream.datagen import EventColumns, generate_events
 
@@ -73,17 +73,21 @@ def produce(
     return end_marker_offsets(bootstrap, topic)
 
 
-def job_args(bootstrap: str, topic: str, *extra: str, k: int = 256) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    heavy_hitters.configure(parser)
-    common = ["--bootstrap", bootstrap, "--topic", topic, "--epsilon", "1", "--delta", "1e-6", "--k", str(k)]
-    return parser.parse_args([*common, *extra])
+def job_config(bootstrap: str, topic: str, *, k: int = 256, **options: Any) -> HeavyHittersConfig:
+    """The heavy-hitters job on ``topic`` (ε = 1, δ = 1e-6); ``options`` are further config fields."""
+    return HeavyHittersConfig(bootstrap=bootstrap, topic=topic, epsilon=1.0, delta=1e-6, k=k, **options)
 
 
-def run_privstream(args: argparse.Namespace) -> float:
-    config, shards, jars = heavy_hitters.resolve(args)
+def run_privstream(config: HeavyHittersConfig) -> float:
+    """Seconds from the Flink environment's creation to the end of the job (the Kafka checks before
+    it are not timed; the ledger read is)."""
+    job = HeavyHittersJob(config)
+    jars = ensure_jar_urls()
+    inputs = job.kafka_inputs()
     start = time.monotonic()
-    prepare(config, shards=shards, jars=jars).execute(config.job_name)
+    env = job.environment(jars)
+    job.build(env, inputs)
+    env.execute(config.job_name)
     return time.monotonic() - start
 
 
@@ -116,12 +120,9 @@ def run_naive(bootstrap: str, topic: str, stop_offsets: dict[int, int]) -> float
         def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
             yield f"{ctx.get_current_key()}:{self.count.value()}".encode()
 
-    config = heavy_hitters.config_from_args(
-        job_args(
-            bootstrap, topic, "--epoch", "1", "--bundle-size", "10000", "--checkpoint-interval", "2s", k=1
-        )
+    env = HeavyHittersJob(job_config(bootstrap, topic, epoch=1, bundle_size=10_000, k=1)).environment(
+        ensure_jar_urls()
     )
-    env = create_environment(config, ensure_jar_urls())
     t_env = StreamTableEnvironment.create(env)
     rows = events_source(t_env, bootstrap=bootstrap, topic=topic, group_id="naive", stop_offsets=stop_offsets)
     counts = (
@@ -147,7 +148,7 @@ def dir_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def run_with_checkpoint_sampling(args: argparse.Namespace, ckpt_dir: Path) -> tuple[float, list[int]]:
+def run_with_checkpoint_sampling(config: HeavyHittersConfig, ckpt_dir: Path) -> tuple[float, list[int]]:
     """Run the job; sample the size of every completed checkpoint (``chk-N`` with ``_metadata``)."""
     sizes: dict[str, int] = {}
     done = threading.Event()
@@ -164,7 +165,7 @@ def run_with_checkpoint_sampling(args: argparse.Namespace, ckpt_dir: Path) -> tu
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     try:
-        seconds = run_privstream(args)
+        seconds = run_privstream(config)
     finally:
         done.set()
         thread.join()
@@ -191,15 +192,8 @@ def main() -> None:
         naive_stops = {p: min(o, per_partition_msgs) for p, o in stops.items()}
         naive_events = sum(naive_stops.values()) * opts.batch
         ps_secs = run_privstream(
-            job_args(
-                bootstrap,
-                "bench-events",
-                "--epoch",
-                str(opts.events),
-                "--stop-offsets",
-                ",".join(f"{p}:{o}" for p, o in stops.items()),
-                "--checkpoint-dir",
-                f"{tmp}/ps",
+            job_config(
+                bootstrap, "bench-events", epoch=opts.events, stop_offsets=stops, checkpoint_dir=f"{tmp}/ps"
             )
         )
         naive_secs = run_naive(bootstrap, "bench-events", naive_stops)
@@ -229,23 +223,16 @@ def main() -> None:
                 stops = produce(bootstrap, topic, n, opts.partitions, opts.batch, seed=2)
                 ckpt = Path(tmp) / f"len-{n}"
                 secs, sizes = run_with_checkpoint_sampling(
-                    job_args(
+                    job_config(
                         bootstrap,
                         topic,
-                        "--epoch",
-                        str(n),
-                        "--checkpoint-interval",
-                        "1s",
-                        "--stop-offsets",
-                        ",".join(f"{p}:{o}" for p, o in stops.items()),
-                        "--checkpoint-dir",
-                        str(ckpt),
-                        "--releases-topic",
-                        f"{topic}-rel",
-                        "--ledger-topic",
-                        f"{topic}-ledger",
-                        "--ledger-id",
-                        topic,
+                        epoch=n,
+                        checkpoint_interval=timedelta(seconds=1),
+                        stop_offsets=stops,
+                        checkpoint_dir=str(ckpt),
+                        releases_topic=f"{topic}-rel",
+                        ledger_topic=f"{topic}-ledger",
+                        ledger_id=topic,
                     ),
                     ckpt,
                 )

@@ -95,7 +95,8 @@ def confluent_produce(
     its last message}``."""
     import numpy as np
     from confluent_kafka import Producer
-    from privstream.connectors.partitioning import partition_for
+
+    from privstream.partitioning import partition_for
 
     registry = default_registry()
     producer = Producer(

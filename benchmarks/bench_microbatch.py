@@ -11,7 +11,7 @@ Misra–Gries sketch (k = 256) per partition in keyed state:
   ``ShardSketchFunction`` → ``MisraGries.update_batch`` on numpy arrays → fixed-order merge → GSHM
   release → transactional KafkaSinks) in PyFlink's default *process* mode; all ``--events`` events.
 - ``batches-thread-job`` (b): the same job and topic in *thread* mode, set through the job's existing
-  ``--flink-conf KEY=VALUE`` option (``python.execution-mode=thread`` plus ``python.pythonpath``, see
+  ``flink_conf`` setting (``--flink-conf KEY=VALUE``: ``python.execution-mode=thread`` plus ``python.pythonpath``, see
   :func:`thread_mode_pythonpath`); no job code was changed. On PyFlink 2.3 it fails at the first
   message: the embedded converter crashes on an empty ``BYTES`` ``ValueState`` (``tuple(None)`` in
   ``pyflink/fn_execution/embedded/converters.py``), the bug ``docs/stack-facts.md`` records. The
@@ -73,12 +73,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_flink import ensure_jar_urls, job_args, run_privstream, zipf_columns
+from bench_flink import ensure_jar_urls, job_config, run_privstream, zipf_columns
 from bench_kafka import confluent_produce
 from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.topics import TopicSpec, create_topics
-from privstream.jobs import heavy_hitters
-from privstream.jobs.pipeline import create_environment
+from privstream.jobs.job import HeavyHittersJob
 
 from privstream.datagen import EventColumns
 
@@ -93,10 +92,6 @@ OPTIONS = {
     "table-tumble-array-agg": ("csv", "table"),
     "per-record-python": ("single", "per-record"),
 }
-
-
-def _offsets_arg(stops: dict[int, int]) -> str:
-    return ",".join(f"{p}:{o}" for p, o in sorted(stops.items()))
 
 
 # --- the options, each run in its own process -------------------------------------------------
@@ -124,24 +119,31 @@ def thread_mode_pythonpath(root: Path) -> str:
     return f"{root}:{sysconfig.get_paths()['purelib']}"
 
 
-def _mode_args(option: str, spec: dict[str, Any]) -> list[str]:
-    """``--flink-conf`` options of the execution mode (the job's existing KEY=VALUE overrides)."""
+def _mode_conf(option: str, spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Flink settings of the execution mode (the job's existing ``flink_conf`` overrides)."""
     if "-thread-" not in option:
-        return []
+        return ()
     pythonpath = thread_mode_pythonpath(Path(spec["ckpt"] + "-pythonpath"))
-    return ["--flink-conf", "python.execution-mode=thread", "--flink-conf", f"python.pythonpath={pythonpath}"]
+    return (("python.execution-mode", "thread"), ("python.pythonpath", pythonpath))
 
 
 def run_job(option: str, spec: dict[str, Any]) -> dict[str, Any]:
     """The privstream heavy-hitters job (``bench_flink.run_privstream``) over the batch topic."""
-    extra = [
-        *("--epoch", str(spec["events"]), "--stop-offsets", _offsets_arg(spec["stops"])),
-        *("--checkpoint-dir", spec["ckpt"], "--group-id", option, "--ledger-id", option),
-        *("--releases-topic", f"{option}-releases", "--ledger-topic", f"{option}-ledger"),
-        *("--dlq-topic", f"{option}-dlq", *_mode_args(option, spec)),
-    ]
-    seconds = run_privstream(job_args(spec["bootstrap"], spec["topic"], *extra, k=K))
-    return {"events": spec["events"], "seconds": seconds}
+    config = job_config(
+        spec["bootstrap"],
+        spec["topic"],
+        k=K,
+        epoch=spec["events"],
+        stop_offsets=spec["stops"],
+        checkpoint_dir=spec["ckpt"],
+        group_id=option,
+        ledger_id=option,
+        releases_topic=f"{option}-releases",
+        ledger_topic=f"{option}-ledger",
+        dlq_topic=f"{option}-dlq",
+        flink_conf=_mode_conf(option, spec),
+    )
+    return {"events": spec["events"], "seconds": run_privstream(config)}
 
 
 def feed_array(sketch: Any, row: Any) -> None:
@@ -199,14 +201,16 @@ def _shard_sketch_function(k: int, feed: Any) -> Any:
 
 def _environment(option: str, spec: dict[str, Any], bundle_size: int) -> Any:
     """A Flink environment with the job's settings (checkpointing, restart strategy, jars)."""
-    args = job_args(
+    config = job_config(
         spec["bootstrap"],
         spec["topic"],
-        *("--epoch", "1", "--checkpoint-dir", spec["ckpt"], "--bundle-size", str(bundle_size)),
-        *_mode_args(option, spec),
         k=K,
+        epoch=1,
+        checkpoint_dir=spec["ckpt"],
+        bundle_size=bundle_size,
+        flink_conf=_mode_conf(option, spec),
     )
-    return create_environment(heavy_hitters.config_from_args(args), ensure_jar_urls())
+    return HeavyHittersJob(config).environment(ensure_jar_urls())
 
 
 def run_collecting(option: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 from privstream.accounting import Budget
 from privstream.mechanisms import calibrate_gshm, release
 from privstream.noise import CryptoRandomSource, discrete_gaussian_array, discrete_laplace_array
-from privstream.sketches import MisraGries, StandardMisraGries, merge_misra_gries
+from privstream.sketches import MisraGries, StandardMisraGries, merge_in_order
 
 
 def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
@@ -83,7 +83,7 @@ def main() -> int:
         part = StandardMisraGries(k)
         part.update_batch(zipf_stream(seed, 100_000, 50_000))
         parts.append(part)
-    merged = merge_misra_gries(parts, k)
+    merged = merge_in_order(parts, k=k)
     calibrate_gshm.cache_clear()
     rows.append(
         ("GSHM calibration (exact Thm 8.5 search), l=k", timed(lambda: calibrate_gshm(eps, delta, k), 1))

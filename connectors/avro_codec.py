@@ -42,20 +42,19 @@ from __future__ import annotations
 import copy
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
-from fastavro.schema import to_parsing_canonical_form
+from fastavro.schema import UnknownType, to_parsing_canonical_form
+from fastavro.schema import fingerprint as fingerprint_of
 
 NAMESPACE = "io.privstream"
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8
-
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
 class AvroDecodeError(ValueError):
@@ -70,95 +69,17 @@ class AvroEncodeError(ValueError):
     """A record does not match its schema (or breaks a rule the schema's doc states)."""
 
 
-# --- CRC-64-AVRO (Rabin fingerprint as specified by Avro) -------------------------------------------
-
-_CRC64_EMPTY = 0xC15D213AA4D7A795
+# --- schema handling (fastavro: named types, Parsing Canonical Form, CRC-64-AVRO) ------------------
 
 
-def _crc64_table() -> tuple[int, ...]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (_CRC64_EMPTY & -(fp & 1))
-        table.append(fp)
-    return tuple(table)
-
-
-_CRC64_TABLE = _crc64_table()
-
-
-def crc64_avro(data: bytes) -> int:
-    """CRC-64-AVRO fingerprint of ``data`` (the Avro specification's ``fingerprint64``)."""
-    fp = _CRC64_EMPTY
-    for byte in data:
-        fp = (fp >> 8) ^ _CRC64_TABLE[(fp ^ byte) & 0xFF]
-    return fp
-
-
-# --- schema handling --------------------------------------------------------------------------------
-
-
-def _fullname(name: str, namespace: str | None) -> str:
-    return name if "." in name or not namespace else f"{namespace}.{name}"
-
-
-def _expand(schema: Any, known: Mapping[str, Any], defined: set[str], namespace: str | None) -> Any:
-    """Inline named-type references (first use gets the definition) so a schema is self-contained."""
-    if isinstance(schema, str):
-        if schema in _PRIMITIVES:
-            return schema
-        full = _fullname(schema, namespace)
-        if full in defined:
-            return full
-        if full not in known:
-            raise AvroEncodeError(f"unknown named type {full!r}")
-        return _expand(copy.deepcopy(known[full]), known, defined, namespace)
-    if isinstance(schema, list):
-        return [_expand(branch, known, defined, namespace) for branch in schema]
-    if not isinstance(schema, dict):
-        return schema
-    kind = schema.get("type")
-    out = dict(schema)
-    if kind in ("record", "error", "enum", "fixed"):
-        namespace = schema.get("namespace", namespace)
-        full = _fullname(schema["name"], namespace)
-        defined.add(full)
-        out["name"] = full
-        out.pop("namespace", None)
-        if kind in ("record", "error"):
-            out["fields"] = [
-                {**field, "type": _expand(field["type"], known, defined, namespace)}
-                for field in schema["fields"]
-            ]
-        return out
-    if kind == "array":
-        out["items"] = _expand(schema["items"], known, defined, namespace)
-    elif kind == "map":
-        out["values"] = _expand(schema["values"], known, defined, namespace)
-    elif isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in _PRIMITIVES):
-        out["type"] = _expand(kind, known, defined, namespace)
-    return out
-
-
-def _named_definitions(schema: Any, namespace: str | None, into: dict[str, Any]) -> None:
-    """Collect every named type defined inside ``schema`` (for references from other files)."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _named_definitions(branch, namespace, into)
-    elif isinstance(schema, dict):
-        kind = schema.get("type")
-        if kind in ("record", "error", "enum", "fixed"):
-            namespace = schema.get("namespace", namespace)
-            into[_fullname(schema["name"], namespace)] = {**schema, "namespace": namespace}
-            for field in schema.get("fields", ()):
-                _named_definitions(field["type"], namespace, into)
-        elif kind == "array":
-            _named_definitions(schema["items"], namespace, into)
-        elif kind == "map":
-            _named_definitions(schema["values"], namespace, into)
-        elif isinstance(kind, (dict, list)):
-            _named_definitions(kind, namespace, into)
+def _self_contained(schema: Mapping[str, Any], named: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every named type it references from ``named`` inlined (fastavro's expansion),
+    so one schema carries everything its canonical form and fingerprint need; ``named`` gains the
+    named types ``schema`` defines. Raises :class:`AvroEncodeError` for an unknown named type."""
+    try:
+        return parse_schema(copy.deepcopy(dict(schema)), named_schemas=named, expand=True)
+    except UnknownType as exc:
+        raise AvroEncodeError(f"unknown named type {exc.name!r}") from None
 
 
 def _strip_logical_types(schema: Any) -> Any:
@@ -207,15 +128,13 @@ class SchemaRegistry:
             schema = json.loads(schema)
         if not isinstance(schema, Mapping) or schema.get("type") not in ("record", "error"):
             raise AvroEncodeError("schema: a top-level Avro record schema is required")
-        schema = dict(schema)
         local: dict[str, Any] = dict(self._definitions)
-        _named_definitions(schema, None, local)
-        expanded = _expand(schema, local, set(), None)
+        expanded = _self_contained(schema, local)
         canonical = to_parsing_canonical_form(expanded)
         version = SchemaVersion(
             name=expanded["name"].rsplit(".", 1)[-1],
             fullname=expanded["name"],
-            fingerprint=crc64_avro(canonical.encode("utf-8")),
+            fingerprint=int.from_bytes(bytes.fromhex(fingerprint_of(canonical, "CRC-64-AVRO")), "little"),
             canonical_form=canonical,
             schema=expanded,
             parsed=parse_schema(_strip_logical_types(expanded), named_schemas={}),
@@ -233,10 +152,17 @@ class SchemaRegistry:
         )
         texts = {entry.name: json.loads(entry.read_text(encoding="utf-8")) for entry in files}
         current = {name: text for name, text in texts.items() if name.count(".") == 1}
-        for text in current.values():  # definitions first, so cross-file references resolve in any order
-            _named_definitions(text, None, self._definitions)
-        for text in current.values():
-            self.register(text, current=True)
+        pending = list(current.values())
+        while pending:  # a schema that references another file's type waits until that one is registered
+            waiting = []
+            for text in pending:
+                try:
+                    self.register(text, current=True)
+                except AvroEncodeError:
+                    waiting.append(text)
+            if len(waiting) == len(pending):
+                self.register(waiting[0], current=True)  # raises, naming the unknown type
+            pending = waiting
         for file_name, text in texts.items():  # historical versions: references resolve to current types
             if file_name not in current:
                 self.register(text, current=False)
@@ -364,9 +290,3 @@ def schema_names() -> tuple[str, ...]:
 def fingerprint(schema_name: str) -> int:
     """CRC-64-AVRO fingerprint of the current version of ``schema_name``."""
     return default_registry().current(schema_name).fingerprint
-
-
-def encode_many(schema_name: str, records: Iterable[Mapping[str, Any]]) -> list[bytes]:
-    """Encode several records with one schema lookup."""
-    registry = default_registry()
-    return [registry.encode(schema_name, record) for record in records]

@@ -20,7 +20,8 @@ from types import TracebackType
 from privstream.connectors.clients import free_port, probe_metadata
 from privstream.connectors.processes import ManagedProcess, wait_for_port
 from privstream.connectors.s3_local import LocalS3
-from privstream.connectors.validation import require_int
+
+from privstream.validation import check_int
 
 HOST = "127.0.0.1"
 CLUSTER_ID = "privstream"
@@ -56,7 +57,7 @@ class EmbeddedBroker(ManagedProcess):
         startup_timeout: float = 30.0,
     ) -> None:
         if port is not None:
-            require_int("port", port, 1, 65535)
+            check_int("port", port, below=65536, allow_numpy=True, type_error=ValueError)
         if startup_timeout <= 0:
             raise ValueError(f"startup_timeout: must be > 0, got {startup_timeout!r}")
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None

@@ -6,6 +6,10 @@
   returned so far, so a restarted consumer resumes without loss or duplicates.
 - Every message is decoded with :mod:`privstream.connectors.avro_codec`; undecodable ones go to the
   dead-letter topic with the reason (flushed before any commit past them); none is dropped.
+- :meth:`RecordConsumer.records` is the one read loop: poll until a condition holds and the topic
+  has been idle for a while, with an optional deadline; :func:`committed_reader` opens a topic from
+  its beginning with ``read_committed`` (what reads of a job's outputs and inputs before it starts
+  use, :mod:`privstream.connectors.scans`).
 - :class:`EventConsumer` flattens ``Event``/``EventBatch`` messages into numpy columns and detects the
   end of a bounded run by ``EndMarker`` messages or a known event count (never by end offsets).
 """
@@ -13,19 +17,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from privstream.connectors.avro_codec import AvroDecodeError, default_registry
+from privstream.connectors.avro_codec import HEADER_SIZE, AvroDecodeError, default_registry
 from privstream.connectors.clients import kafka_consumer, kafka_producer
 from privstream.connectors.dead_letter import DeadLetterSink, dead_letter_record
 from privstream.connectors.topics import EVENTS
-from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
+from privstream.validation import check_int
 
 Start = Literal["committed", "earliest"]
 
@@ -43,8 +47,15 @@ class DecodedRecord:
     raw: bytes  #: the original message value
 
 
+class TopicNotFound(ValueError):
+    """The topic does not exist (it has no partitions)."""
+
+
 class RecordConsumer:
-    """Decoding consumer of one topic with manually assigned partitions."""
+    """Decoding consumer of one topic with manually assigned partitions.
+
+    ``schemas``: decode and return only messages of these schemas (any registered version) and skip
+    the others undecoded, unchecked and never dead-lettered: a fast scan for, e.g., ``EndMarker``."""
 
     def __init__(
         self,
@@ -55,6 +66,7 @@ class RecordConsumer:
         group_id: str | None = None,
         start: Start = "committed",
         dead_letters: bool = True,
+        schemas: Collection[str] | None = None,
         **consumer_config: Any,
     ) -> None:
         from kafka import TopicPartition
@@ -69,7 +81,7 @@ class RecordConsumer:
         available = self._consumer.partitions_for_topic(topic)
         if not available:
             self._consumer.close()
-            raise ValueError(f"topic: {topic!r} does not exist on {bootstrap}")
+            raise TopicNotFound(f"topic: {topic!r} does not exist on {bootstrap}")
         chosen = sorted(available) if partitions is None else sorted(set(partitions))
         if not set(chosen) <= set(available):
             self._consumer.close()
@@ -84,6 +96,7 @@ class RecordConsumer:
         self._dead_letters_enabled = dead_letters
         self._dlq_producer: Any = None
         self._dead_letters: DeadLetterSink | None = None
+        self._schemas = None if schemas is None else frozenset(schemas)
         self.records_returned = 0
 
     @property
@@ -119,6 +132,8 @@ class RecordConsumer:
         for tp in sorted(batches, key=lambda t: t.partition):
             messages = batches[tp]
             for message in messages:
+                if self._schemas is not None and not self._wanted(message.value):
+                    continue
                 try:
                     schema, value = decode(message.value)
                 except AvroDecodeError as exc:
@@ -140,6 +155,40 @@ class RecordConsumer:
                 self._next_offsets[tp.partition] = messages[-1].offset + 1
         self.records_returned += len(out)
         return out
+
+    def _wanted(self, value: bytes | None) -> bool:
+        """Whether a message's single-object header names one of ``schemas`` (nothing is decoded)."""
+        version = None if value is None else self._registry.by_fingerprint(value[2:HEADER_SIZE])
+        return version is not None and version.name in (self._schemas or ())
+
+    def records(
+        self,
+        *,
+        idle_s: float = 0.0,
+        until: Callable[[], bool] | None = None,
+        timeout_s: float | None = None,
+        poll_ms: int = 200,
+    ) -> Iterator[DecodedRecord]:
+        """Poll and yield records until ``until()`` holds (checked after the caller has taken each
+        poll's records; always true if None) and no record has arrived for ``idle_s`` seconds.
+
+        Raises ``TimeoutError`` once ``timeout_s`` have passed without that (the records yielded so
+        far stay with the caller). End offsets are never used (tansu's ListOffsets(latest) is wrong)."""
+        start = last = time.monotonic()
+        while True:
+            polled = self.poll(timeout_ms=poll_ms)
+            now = time.monotonic()
+            if polled:
+                last = now
+            yield from polled
+            if (until is None or until()) and now - last >= idle_s:
+                return
+            if timeout_s is not None and now - start > timeout_s:
+                raise TimeoutError(f"{self.topic}: not done after {timeout_s:g} s")
+
+    def pause(self, partition: int) -> None:
+        """Fetch nothing more from ``partition`` (e.g. once a scan found what it wanted there)."""
+        self._consumer.pause(self._tps[partition])
 
     @contextmanager
     def _rewind(self, polled: Sequence[Any], returned: int = 0) -> Iterator[None]:
@@ -193,6 +242,42 @@ class RecordConsumer:
         self.close()
 
 
+def committed_reader(bootstrap: str, topic: str, **kwargs: Any) -> RecordConsumer:
+    """A :class:`RecordConsumer` of every partition of ``topic`` from its beginning, committed records
+    only (``read_committed``); an undecodable message raises rather than being dead-lettered (the
+    reader must not write). Raises :class:`TopicNotFound`."""
+    return RecordConsumer(
+        bootstrap,
+        topic,
+        start="earliest",
+        dead_letters=False,
+        isolation_level="read_committed",
+        **kwargs,
+    )
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    *,
+    idle_s: float = 2.0,
+    expect: int | None = None,
+    timeout_s: float | None = None,
+) -> list[DecodedRecord]:
+    """The committed records of ``topic`` (:func:`committed_reader`) in partition/offset order, read
+    until ``expect`` records (if given) were read and then nothing more arrived for ``idle_s``; after
+    ``timeout_s`` (if given), whatever was read by then."""
+    out: list[DecodedRecord] = []
+    with committed_reader(bootstrap, topic) as reader:
+        until = None if expect is None else lambda: len(out) >= expect
+        try:
+            for record in reader.records(idle_s=idle_s, until=until, timeout_s=timeout_s):
+                out.append(record)
+        except TimeoutError:
+            pass  # what was read by then
+    return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
 def _column(values: list[Any]) -> np.ndarray:
     if all(type(v) is int for v in values):
         return np.array(values, dtype=np.int64)
@@ -232,7 +317,7 @@ class EventConsumer(RecordConsumer):
     def __init__(
         self, bootstrap: str, topic: str = EVENTS, *, expected_producers: int = 1, **kwargs: Any
     ) -> None:
-        require_int("expected_producers", expected_producers)
+        check_int("expected_producers", expected_producers, allow_numpy=True, type_error=ValueError)
         super().__init__(bootstrap, topic, **kwargs)
         self.expected_producers = expected_producers
         self.end_markers: dict[int, list[dict[str, Any]]] = {p: [] for p in self.partitions}

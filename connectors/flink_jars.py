@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -156,9 +155,3 @@ def connector_jar_urls() -> list[str]:
             f"Flink Kafka connector jars not found in {jar_dir()}: run `privstream setup` first"
         )
     return [p.resolve().as_uri() for p in found]
-
-
-def copy_connector_jars(destination: Path) -> list[Path]:
-    """Copy the verified jars into ``destination`` (e.g. a standalone cluster's ``lib/``)."""
-    destination.mkdir(parents=True, exist_ok=True)
-    return [Path(shutil.copy2(p, destination / p.name)) for p in ensure_connector_jars()]

@@ -26,11 +26,11 @@ from typing import Any, Literal
 import numpy as np
 from privstream.connectors.avro_codec import default_registry
 from privstream.connectors.clients import ProducerHandle, kafka_producer
-from privstream.connectors.partitioning import partition_for
 from privstream.connectors.topics import EVENTS, LDP_REPORTS
-from privstream.connectors.validation import require_int
 
 from privstream.datagen import EventColumns
+from privstream.partitioning import partition_for
+from privstream.validation import check_int
 
 KeyBy = Literal["item", "user"]
 KEY_BY: tuple[str, ...] = ("item", "user")
@@ -57,7 +57,7 @@ class EventProducer(ProducerHandle):
         producer_id: str | None = None,
         **producer_config: Any,
     ) -> None:
-        require_int("events_per_message", events_per_message)
+        check_int("events_per_message", events_per_message, allow_numpy=True, type_error=ValueError)
         if key_by not in KEY_BY:
             raise ValueError(f"key_by: expected one of {KEY_BY}, got {key_by!r}")
         if topic == LDP_REPORTS:
@@ -141,6 +141,11 @@ class EventProducer(ProducerHandle):
             raise ValueError("item_sets/event_time_ms: must have the same length as user_ids")
         if any(u is None for u in users):
             raise ValueError("user_ids: every user set needs a user id")
+        if len(set(users)) != len(users):
+            raise ValueError(
+                "user_ids: a user appears twice; send one set per user (and epoch): a user with s sets "
+                "is protected only at group size s"
+            )
         if not users:
             return 0
         column = np.asarray(users) if _all_ints(users) else np.asarray(users, dtype=object)
@@ -181,11 +186,10 @@ class EventProducer(ProducerHandle):
         to every partition. The flush keeps every event sent before it ahead of the punctuation.
         Time-epoch jobs start a partition's epochs at its first punctuation (punctuate before the
         first event) and release, at the end, only epochs ending by its last one."""
-        if isinstance(watermark_ms, bool) or not isinstance(watermark_ms, (int, np.integer)):
-            raise TypeError(f"watermark_ms: must be an int (ms), got {watermark_ms!r}")
+        watermark_ms = check_int("watermark_ms", watermark_ms, minimum=None, allow_numpy=True)
         self.flush(timeout)
         self._send_to_all_partitions(
-            "EpochWatermark", {"producer_id": self.producer_id, "watermark_ms": int(watermark_ms)}
+            "EpochWatermark", {"producer_id": self.producer_id, "watermark_ms": watermark_ms}
         )
 
     def _send_to_all_partitions(self, schema_name: str, record: dict[str, Any]) -> None:

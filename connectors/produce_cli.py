@@ -44,7 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--format", choices=("csv", "jsonl"), default=None, help="file format (default: by suffix)"
     )
     parser.add_argument(
-        "--count", type=float, default=None, help="events (generator: required; file: a limit)"
+        "--count",
+        type=float,
+        default=None,
+        help="events (generator: required; file: the first N rows — a positional cut, so the job's "
+        "guarantee is for the produced prefix, not the whole file)",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--users", type=int, default=None, help="number of users (generator)")

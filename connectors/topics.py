@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from privstream.connectors.clients import kafka_admin
-from privstream.connectors.validation import require_int
+
+from privstream.validation import check_int
 
 EVENTS = "events"
 EVENTS_DLQ = "events-dlq"
@@ -39,7 +40,7 @@ class TopicSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 249:
             raise ValueError(f"name: a topic name must be a non-empty str of <= 249 chars, got {self.name!r}")
-        require_int("partitions", self.partitions)
+        check_int("partitions", self.partitions, allow_numpy=True, type_error=ValueError)
 
     def configs(self) -> dict[str, str]:
         out = dict(self.config)

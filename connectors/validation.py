@@ -4,18 +4,6 @@ from __future__ import annotations
 
 import re
 
-from privstream.sketches.validation import check_int
-
-
-def require_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
-    """``value`` as an int in ``[minimum, maximum]``; ValueError naming ``name`` otherwise (bool is
-    not an int): :func:`~privstream.sketches.validation.check_int`, its TypeError as ValueError."""
-    try:
-        return check_int(name, value, minimum=minimum, below=None if maximum is None else maximum + 1)
-    except TypeError as exc:
-        raise ValueError(str(exc)) from exc
-
-
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 

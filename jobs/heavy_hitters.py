@@ -28,149 +28,39 @@ are reported before Flink starts, naming the option. The source is unbounded unl
 wrongly); ``EndMarker`` messages close a partition's epochs in an unbounded run. Known connector bug
 (FLINK-33466 / FLINK-31006, flink-connector-kafka 4.0.1): a *bounded* run resumed from a savepoint
 reads to its stopping offsets and publishes everything but then does not finish; cancel it.
+
+This module is the command line (also the file ``flink run -py`` submits): it parses the options
+into a :class:`~privstream.jobs.config.HeavyHittersConfig` and runs a
+:class:`~privstream.jobs.job.HeavyHittersJob`, the programmatic API, which it re-exports.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from datetime import timedelta
 
 from privstream.connectors import validation
-from privstream.operators.epochs import (
-    DATA_DRIVEN_WATERMARK_ASSUMPTION,
-    CountEpochs,
-    EpochPolicy,
-    TimeEpochs,
+from privstream.jobs.config import (
+    MECHANISM_CHOICES,
+    OPERATORS,
+    SHARD_KEYS,
+    ConfigError,
+    HeavyHittersConfig,
+    TestHooks,
 )
-from privstream.operators.faults import TestFaults
-from privstream.operators.release_logic import ReleaseConfig
-from privstream.operators.sketch_spec import SketchSpec
+from privstream.jobs.job import HeavyHittersJob
 
-
-class ConfigError(ValueError):
-    """A bad option; the message starts with the option name."""
-
-
-@contextmanager
-def option_error(prefix: str = "") -> Iterator[None]:
-    """Re-raise a ValueError of the block as a :class:`ConfigError` whose message is ``prefix`` + the
-    ValueError's (a ConfigError passes unchanged)."""
-    try:
-        yield
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        raise ConfigError(f"{prefix}{exc}") from exc
-
-
-def parse_duration_ms(text: str, option: str) -> int:
-    """:func:`privstream.connectors.validation.parse_duration_ms`, raising :class:`ConfigError`."""
-    with option_error():
-        duration_ms = validation.parse_duration_ms(text, option)
-    return duration_ms
-
-
-def parse_epoch(text: str, lateness: str) -> EpochPolicy:
-    """``--epoch N`` (N events per shard) or ``--epoch 60s`` (tumbling event time). ``--lateness`` is
-    validated either way, though only time epochs use it."""
-    lateness_ms = parse_duration_ms(lateness, "--lateness")
-    text = text.strip()
-    with option_error("--epoch: "):
-        policy: EpochPolicy = (
-            CountEpochs(int(text))
-            if text.isdigit()
-            else TimeEpochs(parse_duration_ms(text, "--epoch"), lateness_ms)
-        )
-    return policy
-
-
-def check_kafka_options(args: argparse.Namespace) -> None:
-    """``--bootstrap`` is ``host:port[,host:port...]`` (the Kafka clients' own parser), and it,
-    ``--topic`` and ``--group-id`` may go verbatim into the Flink SQL source's options (the rule of
-    :func:`privstream.connectors.validation.sql_option_value`, which the source applies)."""
-    from privstream.connectors.clients import parse_bootstrap
-
-    with option_error("--"):  # its message starts with "bootstrap:"
-        parse_bootstrap(args.bootstrap)
-    with option_error():
-        for option, value in (
-            ("--bootstrap", args.bootstrap),
-            ("--topic", args.topic),
-            ("--group-id", args.group_id),
-        ):
-            validation.sql_option_value(value, option)
-
-
-def check_mechanism(spec: SketchSpec, release: ReleaseConfig) -> None:
-    """Refuse a ``--mechanism`` that the release entry point would refuse for this job's merged
-    sketches, listing the valid choices. The entry point's own checks answer for an empty merged
-    sketch of the job's kind (same build, k and m), under the per-epoch budget; nothing is charged
-    and no noise is drawn. (Count epochs calibrate to a smaller ε and δ by group privacy, which
-    changes no mechanism's applicability: that depends on ε, δ > 0.)"""
-    from privstream.accounting import Budget
-    from privstream.mechanisms import applicable_mechanisms
-
-    sketch = spec.merge([])
-    reasons = applicable_mechanisms(sketch, Budget(release.epsilon, release.delta))
-    valid = [name for name, reason in reasons.items() if not reason]
-    if release.mechanism in valid or (release.mechanism == "auto" and valid):
-        return
-    what = f"this job's merged {spec.kind.upper()} sketches ({sketch.build.name})"
-    if not valid:
-        why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-        raise ConfigError(
-            f"--epsilon/--delta: no mechanism can release {what} with ε={release.epsilon:g}, "
-            f"δ={release.delta:g} ({why})"
-        )
-    choices = f"choose one of: {', '.join(['auto', *valid])}"
-    if release.mechanism not in reasons:
-        raise ConfigError(f"--mechanism: unknown mechanism {release.mechanism!r}; {choices}")
-    raise ConfigError(
-        f"--mechanism: {release.mechanism} cannot release {what}: {reasons[release.mechanism]}; {choices}"
-    )
-
-
-def parse_stop_offsets(text: str | None) -> dict[int, int] | None:
-    if not text:
-        return None
-    out: dict[int, int] = {}
-    for part in text.split(","):
-        match = re.match(r"^\s*(\d+)\s*[:=]\s*(\d+)\s*$", part)
-        if not match:
-            raise ConfigError(f"--stop-offsets: expected PARTITION:OFFSET[,...], got {part!r}")
-        out[int(match.group(1))] = int(match.group(2))
-    return out
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    bootstrap: str
-    topic: str
-    spec: SketchSpec
-    policy: EpochPolicy
-    release: ReleaseConfig
-    releases_topic: str = "releases"
-    ledger_topic: str = "ledger"
-    dlq_topic: str = ""
-    stop_offsets: dict[int, int] | None = None
-    group_id: str = "privstream-heavy-hitters"
-    parallelism: int = 1
-    checkpoint_interval_ms: int = 2000
-    bundle_size: int = 200
-    checkpoint_dir: str = ""
-    restore_from: str | None = None
-    restart_attempts: int = 3
-    sketch_topic: str | None = None  #: TESTS/AUDIT ONLY: merged pre-noise sketches (not private)
-    faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY
-    operator: str = "process"
-    job_name: str = "privstream-heavy-hitters"
-    flink_conf: tuple[tuple[str, str], ...] = ()
+__all__ = [
+    "ConfigError",
+    "HeavyHittersConfig",
+    "HeavyHittersJob",
+    "config_from_args",
+    "configure",
+    "main",
+    "run",
+]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +84,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--operator",
-        choices=("process", "window"),
+        choices=OPERATORS,
         default="process",
         help="sketch operator: keyed process function (default; count epochs, or time epochs closed by "
         "EpochWatermark punctuations) or tumbling event-time window aggregate (time epochs only; "
@@ -211,13 +101,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--shard-key",
-        choices=("item", "user"),
+        choices=SHARD_KEYS,
         default=None,
         help="what producers hash to pick an event's partition (verified for every event; misrouted "
         "messages are dead-lettered): item (default for MG) or user (always for --m)",
     )
     p.add_argument(
-        "--mechanism", default="auto", help="release mechanism (default: the entry point's choice)"
+        "--mechanism",
+        choices=MECHANISM_CHOICES,
+        default="auto",
+        help="release mechanism: auto (default: the valid one with the smallest error bound) or one "
+        "valid for the job's MERGED sketches (the others are refused with the reason and the valid choices)",
     )
     p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
     p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
@@ -255,188 +149,107 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
     p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
     p.add_argument(
-        "--noise-seed",
-        type=int,
-        default=None,
-        help="TESTS ONLY: deterministic release noise (never use in production)",
-    )
-    p.add_argument(
         "--expose-sketches-topic",
         default=None,
         help="TESTS/AUDIT ONLY: also write the merged PRE-NOISE sketches to this topic (NOT private)",
     )
-    p.add_argument(
-        "--test-fail-once", default=None, metavar="MARKER", help="TESTS ONLY: fail once (marker file)"
-    )
-    p.add_argument("--test-fail-after", type=int, default=0, help="TESTS ONLY: ... after N events of shard 0")
 
 
-def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """Validate everything that can be checked without Kafka; raises :class:`ConfigError`."""
-
-    def positive(name: str, value: int) -> None:
-        if value < 1:
-            raise ConfigError(f"--{name}: must be >= 1, got {value}")
-
-    positive("k", args.k)
-    positive("parallelism", args.parallelism)
-    positive("bundle-size", args.bundle_size)
-    if args.restart_attempts < 0:
-        raise ConfigError(f"--restart-attempts: must be >= 0, got {args.restart_attempts}")
-    if args.noise_seed is not None:
-        print(
-            "privstream: WARNING --noise-seed is for TESTS ONLY: release noise is deterministic",
-            file=sys.stderr,
-        )
-    if args.expose_sketches_topic:
-        print(
-            "privstream: WARNING --expose-sketches-topic publishes NON-PRIVATE sketches (tests/audit only)",
-            file=sys.stderr,
-        )
-    check_kafka_options(args)
-    if args.m is not None and args.shard_key == "item":
-        raise ConfigError("--shard-key: a user-level job (--m) shards by user: one user's sets in one shard")
-    with option_error("--"):  # SketchSpec's messages start with the parameter: k or m
-        spec = SketchSpec("pamg" if args.m is not None else "mg", args.k, args.m, args.shard_key)
-    policy = parse_epoch(args.epoch, args.lateness)
-    if args.operator == "window":
-        if not isinstance(policy, TimeEpochs):
-            raise ConfigError("--operator: the window variant needs event-time epochs (e.g. --epoch 60s)")
-        if not args.trust_event_time:
-            raise ConfigError(
-                "--operator: the window variant closes epochs on Flink's data-driven watermark (max event "
-                "time seen - --lateness), so ONE event with a far-future time can make other events late "
-                "and the add/remove-one-event (ε, δ) guarantee fails; use the default --operator process "
-                "(epochs closed by producer punctuation), or pass --trust-event-time to accept the assumption"
-            )
-        policy = TimeEpochs(
-            policy.length_ms, policy.lateness_ms, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION
-        )
-    elif args.trust_event_time:
-        raise ConfigError("--trust-event-time: only applies to --operator window")
+def _duration(text: str, option: str) -> timedelta:
     try:
-        release = ReleaseConfig(
-            epsilon=args.epsilon,
-            delta=args.delta,
-            total_epsilon=args.epsilon if args.total_epsilon is None else args.total_epsilon,
-            total_delta=args.delta if args.total_delta is None else args.total_delta,
-            ledger_id=args.ledger_id or f"heavy-hitters/{args.topic}",
-            mechanism=args.mechanism,
-            noise_seed=args.noise_seed,
-        )
-    except (ValueError, TypeError) as exc:
-        name = str(exc).split(":")[0].split()[0].replace("_", "-")
-        raise ConfigError(f"--{name}: {exc}") from exc
-    check_mechanism(spec, release)
-    interval = parse_duration_ms(args.checkpoint_interval, "--checkpoint-interval")
-    extra_conf = []
-    for item in args.flink_conf:
+        return timedelta(milliseconds=validation.parse_duration_ms(text, option))
+    except ValueError as exc:  # its message starts with the option it is given
+        raise ConfigError(str(exc)) from None
+
+
+def _epoch(text: str) -> int | timedelta:
+    """``--epoch N`` (events per shard) or ``--epoch 60s`` (tumbling event time)."""
+    text = text.strip()
+    return int(text) if text.isdigit() else _duration(text, "--epoch")
+
+
+def _stop_offsets(text: str | None) -> dict[int, int] | None:
+    if not text:
+        return None
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        match = re.match(r"^\s*(\d+)\s*[:=]\s*(\d+)\s*$", part)
+        if not match:
+            raise ConfigError(f"--stop-offsets: expected PARTITION:OFFSET[,...], got {part!r}")
+        out[int(match.group(1))] = int(match.group(2))
+    return out
+
+
+def _flink_conf(items: list[str]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--flink-conf: expected KEY=VALUE, got {item!r}")
-        extra_conf.append((key.strip(), value.strip()))
-    return JobConfig(
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
+    """The job's config from parsed options; raises :class:`ConfigError` naming the option."""
+    return HeavyHittersConfig(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        k=args.k,
+        epoch=_epoch(args.epoch),
         bootstrap=args.bootstrap,
         topic=args.topic,
-        spec=spec,
-        policy=policy,
-        release=release,
+        lateness=_duration(args.lateness, "--lateness"),
+        operator=args.operator,
+        trust_event_time=args.trust_event_time,
+        m=args.m,
+        shard_key=args.shard_key,
+        mechanism=args.mechanism,
+        total_epsilon=args.total_epsilon,
+        total_delta=args.total_delta,
+        ledger_id=args.ledger_id,
         releases_topic=args.releases_topic,
         ledger_topic=args.ledger_topic,
-        dlq_topic=args.dlq_topic or f"{args.topic}-dlq",
-        stop_offsets=parse_stop_offsets(args.stop_offsets),
+        dlq_topic=args.dlq_topic,
+        stop_offsets=_stop_offsets(args.stop_offsets),
+        stop_at_end_markers=args.stop_at_end_markers,
         group_id=args.group_id,
         parallelism=args.parallelism,
-        checkpoint_interval_ms=interval,
+        checkpoint_interval=_duration(args.checkpoint_interval, "--checkpoint-interval"),
         bundle_size=args.bundle_size,
-        checkpoint_dir=args.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-ckpt-"),
+        checkpoint_dir=args.checkpoint_dir,
+        flink_conf=_flink_conf(args.flink_conf),
         restore_from=args.restore_from,
         restart_attempts=args.restart_attempts,
-        sketch_topic=args.expose_sketches_topic,
-        faults=TestFaults(args.test_fail_once, args.test_fail_after),
-        flink_conf=tuple(extra_conf),
-        operator=args.operator,
+        expose_sketches_topic=args.expose_sketches_topic,
     )
 
 
-def check_kafka(config: JobConfig) -> int:
-    """Checks against the broker before Flink starts; returns the number of shards (partitions)."""
-    from privstream.connectors.clients import ensure_reachable, kafka_consumer
-    from privstream.connectors.topics import TopicSpec, create_topics
-
-    ensure_reachable(config.bootstrap)
-    consumer = kafka_consumer(config.bootstrap)
-    try:
-        partitions = consumer.partitions_for_topic(config.topic)
-    finally:
-        consumer.close()
-    if not partitions:
-        raise ConfigError(f"--topic: topic {config.topic!r} does not exist on {config.bootstrap}")
-    if sorted(partitions) != list(range(len(partitions))):
-        raise ConfigError(f"--topic: unexpected partition ids {sorted(partitions)}")
-    if config.stop_offsets is not None and set(config.stop_offsets) != set(partitions):
-        raise ConfigError(
-            f"--stop-offsets: must give every partition of {config.topic!r} ({sorted(partitions)}), "
-            f"got {sorted(config.stop_offsets)}"
-        )
-    specs = [
-        TopicSpec(config.releases_topic),
-        TopicSpec(config.ledger_topic, compacted=True),
-        TopicSpec(config.dlq_topic),
-    ]
-    if config.sketch_topic:
-        specs.append(TopicSpec(config.sketch_topic))
-    create_topics(config.bootstrap, specs)
-    return len(partitions)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m privstream.jobs.heavy_hitters", description=__doc__.splitlines()[0]
-    )
-    configure(parser)
-    return run(parser.parse_args(argv))
-
-
-def resolve(args: argparse.Namespace) -> tuple[JobConfig, int, list[str]]:
-    """Everything checked before Flink starts: options, connector jars, topics, end markers.
-
-    Returns ``(config, shards, jar URLs)``; raises :class:`ConfigError`,
-    :class:`~privstream.connectors.flink_jars.ConnectorJarsError` or ``ConnectionError``."""
-    from privstream.connectors.flink_jars import connector_jar_urls
-    from privstream.jobs.stream_end import end_marker_offsets
-
-    config = config_from_args(args)
-    if args.stop_at_end_markers and config.stop_offsets is not None:
-        raise ConfigError("--stop-at-end-markers: give either it or --stop-offsets, not both")
-    jars = connector_jar_urls()
-    shards = check_kafka(config)
-    if args.stop_at_end_markers:
-        try:
-            config = dataclasses.replace(
-                config, stop_offsets=end_marker_offsets(config.bootstrap, config.topic)
-            )
-        except TimeoutError as exc:
-            raise ConfigError(f"--stop-at-end-markers: {exc}") from exc
-    return config, shards, jars
-
-
-def run(args: argparse.Namespace) -> int:
-    """Validate, check Kafka and the connector jars, then run the job to completion."""
+def run(args: argparse.Namespace, *, hooks: TestHooks | None = None) -> int:
+    """Validate, check the connector jars and Kafka, then run the job to completion. ``hooks``:
+    TESTS ONLY, programmatic (a test's entry script passes them; no option does)."""
     from privstream.connectors.flink_jars import ConnectorJarsError
-    from privstream.jobs.pipeline import execute
 
     try:
-        config, shards, jars = resolve(args)
+        job = HeavyHittersJob(config_from_args(args), hooks=hooks)
+        env = job.prepare()
     except (ConfigError, ConnectorJarsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConnectionError as exc:
         print(f"error: --bootstrap: {exc}", file=sys.stderr)
         return 2
-    result = execute(config, shards=shards, jars=jars)
+    result = env.execute(job.config.job_name)
     print(f"privstream: job finished: {result}")
     return 0
+
+
+def main(argv: list[str] | None = None, *, hooks: TestHooks | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m privstream.jobs.heavy_hitters", description=__doc__.splitlines()[0]
+    )
+    configure(parser)
+    return run(parser.parse_args(argv), hooks=hooks)
 
 
 if __name__ == "__main__":

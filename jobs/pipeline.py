@@ -1,9 +1,10 @@
-"""Builds and runs the heavy-hitters Flink job from a validated :class:`~privstream.jobs.heavy_hitters.JobConfig`.
+"""The heavy-hitters Flink job's graph and environment settings, from a validated
+:class:`~privstream.jobs.config.HeavyHittersConfig` (the job itself: :mod:`privstream.jobs.job`).
 
 Environment settings (``docs/stack-facts.md``): ``python.executable`` is this interpreter (workers
 otherwise miss pyflink), an explicit fixed-delay restart strategy (with checkpointing the default
 retries forever), process execution mode (thread mode has state bugs here), bundles of a few
-hundred messages (each message is a micro-batch), checkpointing every ``checkpoint_interval_ms``
+hundred messages (each message is a micro-batch), checkpointing every ``checkpoint_interval``
 into ``checkpoint_dir`` (also the savepoint directory).
 """
 
@@ -11,17 +12,19 @@ from __future__ import annotations
 
 import re
 import sys
-import time
+from dataclasses import replace
 from typing import Any
 
-from privstream.jobs.heavy_hitters import JobConfig
+from privstream.jobs.config import HeavyHittersConfig, TestHooks
 
 
-def flink_configuration(config: JobConfig, jars: list[str]) -> Any:
+def flink_configuration(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:
+    """The Flink configuration of the job; ``checkpoint_dir`` is ``config.checkpoint_dir`` or the
+    directory the job chose for it."""
     from pyflink.common import Configuration
 
     conf = Configuration()
-    ckpt = config.checkpoint_dir if "://" in config.checkpoint_dir else f"file://{config.checkpoint_dir}"
+    ckpt = checkpoint_dir if "://" in checkpoint_dir else f"file://{checkpoint_dir}"
     settings = {
         "python.executable": sys.executable,
         "pipeline.jars": ";".join(jars),
@@ -46,12 +49,22 @@ def flink_configuration(config: JobConfig, jars: list[str]) -> Any:
     return conf
 
 
-def _txn_prefix(config: JobConfig, what: str) -> str:
+def _txn_prefix(config: HeavyHittersConfig, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-{config.release.ledger_id}-{what}")
 
 
-def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: bytes | None) -> None:
-    """Add source → sketch → merge → release → sinks to ``env``."""
+def build_pipeline(
+    env: Any,
+    config: HeavyHittersConfig,
+    *,
+    shards: int,
+    stop_offsets: dict[int, int] | None,
+    initial_ledger: bytes | None,
+    hooks: TestHooks,
+) -> None:
+    """Add source → sketch → merge → release → sinks to ``env``: ``shards`` partitions read up to
+    ``stop_offsets`` (None: unbounded), the ledger starting from ``initial_ledger`` (reconciled with
+    restored state: see ``ReleaseFunction``), ``hooks`` for tests only."""
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
     from privstream.operators.merge_operator import EpochMergeFunction
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
@@ -65,14 +78,14 @@ def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: byt
         bootstrap=config.bootstrap,
         topic=config.topic,
         group_id=config.group_id,
-        stop_offsets=config.stop_offsets,
+        stop_offsets=stop_offsets,
     )
     if config.operator == "window":
         merged, dead_letters = _window_variant(rows, config, shards)
     else:
         shard_sketches = (
             rows.key_by(lambda r: r[1], key_type=Types.INT())
-            .process(ShardSketchFunction(config.spec, config.policy, config.topic, config.faults, shards))
+            .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks.faults, shards))
             .uid("shard-sketch")
             .name("shard sketch (keyed by partition)")
             .set_parallelism(config.parallelism)
@@ -89,11 +102,11 @@ def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: byt
         merged.key_by(lambda _: 0, key_type=Types.INT())
         .process(
             ReleaseFunction(
-                config.release,
+                replace(config.release, noise_seed=hooks.noise_seed),
                 config.spec,
                 config.policy,
                 initial_ledger,
-                expose_sketches=bool(config.sketch_topic),
+                expose_sketches=bool(config.expose_sketches_topic),
             ),
             output_type=BYTES,
         )
@@ -114,12 +127,12 @@ def build_pipeline(env: Any, config: JobConfig, shards: int, initial_ledger: byt
 
     sink(releases, config.releases_topic, "releases")
     sink(releases.get_side_output(LEDGER), config.ledger_topic, "ledger", keyed=True)
-    sink(dead_letters, config.dlq_topic, "dlq")
-    if config.sketch_topic:
-        sink(releases.get_side_output(SKETCHES), config.sketch_topic, "sketches")
+    sink(dead_letters, config.dlq, "dlq")
+    if config.expose_sketches_topic:
+        sink(releases.get_side_output(SKETCHES), config.expose_sketches_topic, "sketches")
 
 
-def _window_variant(rows: Any, config: JobConfig, shards: int) -> tuple[Any, Any]:
+def _window_variant(rows: Any, config: HeavyHittersConfig, shards: int) -> tuple[Any, Any]:
     """Window-aggregate variant (:mod:`privstream.operators.window_sketch`): ``(merged, dead letters)``."""
     from privstream.operators.epochs import TimeEpochs
     from privstream.operators.kafka_io import BYTES
@@ -171,58 +184,12 @@ def _window_variant(rows: Any, config: JobConfig, shards: int) -> tuple[Any, Any
     return merged, dead_letters
 
 
-def latest_ledger(config: JobConfig, idle_s: float = 1.5) -> bytes | None:
-    """The most advanced committed ledger state for this ledger id on the ledger topic, if any
-    (by history, not by the entry's sequence field: diverging histories raise LedgerFormatError).
-
-    Reads with ``read_committed`` from the beginning until the topic is idle for ``idle_s``
-    (end offsets are not used: tansu's ListOffsets(latest) is wrong)."""
-    from kafka import TopicPartition
-    from privstream.connectors.avro_codec import decode
-    from privstream.connectors.clients import kafka_consumer
-
-    from privstream.accounting import PrivacyLedger, most_advanced
-
-    consumer = kafka_consumer(config.bootstrap, isolation_level="read_committed")
-    try:
-        parts = consumer.partitions_for_topic(config.ledger_topic) or set()
-        tps = [TopicPartition(config.ledger_topic, p) for p in sorted(parts)]
-        if not tps:
-            return None
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        best: PrivacyLedger | None = None
-        last = time.monotonic()
-        while time.monotonic() - last < idle_s:
-            batch = consumer.poll(timeout_ms=200)
-            for records in batch.values():
-                last = time.monotonic()
-                for rec in records:
-                    name, entry = decode(rec.value)
-                    if name == "LedgerEntry" and entry["ledger_id"] == config.release.ledger_id:
-                        state = PrivacyLedger.from_bytes(entry["state"])
-                        best = state if best is None else most_advanced(best, state)
-        return None if best is None else best.to_bytes()
-    finally:
-        consumer.close()
-
-
-def create_environment(config: JobConfig, jars: list[str]) -> Any:
+def create_environment(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:
+    """A ``StreamExecutionEnvironment`` with the job's settings (:func:`flink_configuration`)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    env = StreamExecutionEnvironment.get_execution_environment(flink_configuration(config, jars))
+    env = StreamExecutionEnvironment.get_execution_environment(
+        flink_configuration(config, jars, checkpoint_dir)
+    )
     env.set_parallelism(1)
     return env
-
-
-def prepare(config: JobConfig, *, shards: int, jars: list[str]) -> Any:
-    """The environment with the job added (call ``execute`` or ``execute_async`` on it)."""
-    env = create_environment(config, jars)
-    initial = latest_ledger(config)  # reconciled with restored state: see ReleaseFunction
-    build_pipeline(env, config, shards, initial)
-    return env
-
-
-def execute(config: JobConfig, *, shards: int, jars: list[str]) -> Any:
-    """Run the job to completion (a bounded run ends by itself; an unbounded one runs until killed)."""
-    return prepare(config, shards=shards, jars=jars).execute(config.job_name)

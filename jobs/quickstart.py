@@ -15,6 +15,11 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from privstream.jobs.config import HeavyHittersConfig
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -54,28 +59,19 @@ def _produce(bootstrap: str, args: argparse.Namespace) -> tuple[object, float]:
     return np.asarray(columns.items), time.monotonic() - start
 
 
-def _job_args(args: argparse.Namespace, checkpoint_dir: str) -> argparse.Namespace:
-    """The heavy-hitters job's options for this quickstart (``bootstrap`` is set once the broker runs)."""
-    from privstream.jobs import heavy_hitters
+def _job_config(args: argparse.Namespace, checkpoint_dir: str) -> HeavyHittersConfig:
+    """The heavy-hitters job for this quickstart: one count epoch holding the whole stream, bounded
+    by the EndMarkers (``bootstrap`` is replaced once the broker runs). Raises ConfigError."""
+    from privstream.jobs.config import HeavyHittersConfig
 
-    parser = argparse.ArgumentParser()
-    heavy_hitters.configure(parser)
-    return parser.parse_args(
-        [
-            "--topic",
-            "events",
-            "--k",
-            str(args.k),
-            "--epsilon",
-            str(args.epsilon),
-            "--delta",
-            str(args.delta),
-            "--epoch",
-            str(args.events),
-            "--stop-at-end-markers",
-            "--checkpoint-dir",
-            checkpoint_dir,
-        ]
+    return HeavyHittersConfig(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        k=args.k,
+        epoch=args.events,
+        topic="events",
+        stop_at_end_markers=True,
+        checkpoint_dir=checkpoint_dir,
     )
 
 
@@ -88,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
     """Check every option and the connector jars, then broker → stream → job → printed release."""
     import numpy as np
     from privstream.connectors.broker import EmbeddedBroker
+    from privstream.connectors.consume import read_topic
     from privstream.connectors.flink_jars import ConnectorJarsError, find_connector_jars
-    from privstream.jobs import heavy_hitters
-    from privstream.jobs.pipeline import execute
+    from privstream.jobs.job import HeavyHittersJob
+    from privstream.operators.release_logic import noise_error
 
     from privstream.sketches import item_order_key
 
@@ -98,9 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             return _error(f"{option}: must be >= 1, got {value}")
     with tempfile.TemporaryDirectory(prefix="privstream-quickstart-") as tmp:
-        job_args = _job_args(args, f"{tmp}/checkpoints")
         try:  # fail fast: the job's configuration and the jars, before the broker starts
-            heavy_hitters.config_from_args(job_args)
+            config = _job_config(args, f"{tmp}/checkpoints")
             if find_connector_jars() is None:
                 raise ConnectorJarsError(
                     "Flink's Kafka connector jars are missing: run `privstream setup` first"
@@ -118,11 +114,9 @@ def run(args: argparse.Namespace) -> int:
                 f"[3/4] running the heavy-hitters Flink job (MG k={args.k} per partition → merge → release) ..."
             )
             start = time.monotonic()
-            job_args.bootstrap = broker.bootstrap
-            config, shards, jars = heavy_hitters.resolve(job_args)
-            execute(config, shards=shards, jars=jars)
+            HeavyHittersJob(replace(config, bootstrap=broker.bootstrap)).run()
             print(f"      job finished in {time.monotonic() - start:.1f} s")
-            releases = _read_releases(broker.bootstrap)
+            releases = [r.value for r in read_topic(broker.bootstrap, config.releases_topic, idle_s=2.0)]
     if not releases:
         print("privstream quickstart: error: the job published no release", file=sys.stderr)
         return 1
@@ -132,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"[4/4] release of epoch {rel['epoch']}: ε={rel['epsilon']:g}, δ={rel['delta']:g}, "
         f"mechanism={rel['mechanism']}, neighbours: {rel['neighbour_relation']}, "
-        f"privacy unit: {rel['privacy_unit']}, error bound ±{rel['error_bound']:.0f}"
+        f"privacy unit: {rel['privacy_unit']}, error bound ±{noise_error(rel['error_bound']):.0f}"
     )
     released = {r["item"]: r["count"] for r in rel["items"]}
     top_true = sorted(true, key=lambda x: -true[x])[: args.top]
@@ -149,22 +143,6 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"  released = merged MG estimate (never above the true count, at most n/(k+1) = "
-        f"{len(items) // (args.k + 1):,} below it) + exact noise (stated bound ±{rel['error_bound']:.0f}, at the mechanism's confidence)."
+        f"{len(items) // (args.k + 1):,} below it) + exact noise (stated bound ±{noise_error(rel['error_bound']):.0f}, at the mechanism's confidence)."
     )
     return 0
-
-
-def _read_releases(bootstrap: str, idle_s: float = 2.0) -> list[dict]:
-    """The committed records of every partition of ``releases``, read until idle for ``idle_s``."""
-    from privstream.connectors.consume import RecordConsumer
-
-    with RecordConsumer(
-        bootstrap, "releases", start="earliest", dead_letters=False, isolation_level="read_committed"
-    ) as consumer:
-        out, idle_since = [], time.monotonic()
-        while time.monotonic() - idle_since < idle_s:
-            records = consumer.poll(timeout_ms=200)
-            if records:
-                out.extend(r.value for r in records)
-                idle_since = time.monotonic()
-        return out

@@ -44,16 +44,36 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from privstream.operators.payloads import EventPayload, Payload
 
+from privstream.privacy import (
+    Condition,
+    ConditionKind,
+    Enforcement,
+    EpochKind,
+    NeighbourRelation,
+    Scope,
+)
+from privstream.validation import check_int
+
 #: ``closed_through`` of a shard that has finished its input: every epoch is closed.
 FINAL = 2**62
 
-#: Appended to the releases' neighbour relation by the window variant (``--trust-event-time``),
-#: whose epochs close on Flink's data-driven watermark, not on punctuation.
-DATA_DRIVEN_WATERMARK_ASSUMPTION = (
-    "; ASSUMES every event arrives within --lateness of the maximum event time seen "
-    "(data-driven watermark): otherwise one event can make others late; which epochs are "
-    "released also depends on which contain events; and ASSUMES the producer partitions by hash "
-    "(misrouted messages are dead-lettered, but this variant does not stop releasing after one)"
+#: The window variant's (``--trust-event-time``) conditions: its epochs close on Flink's data-driven
+#: watermark, not on punctuation, and it does not stop releasing after a misrouted message. Passed
+#: as ``TimeEpochs(..., neighbour_assumption=...)``; both are ASSUMED in the stated relation.
+DATA_DRIVEN_WATERMARK_ASSUMPTION: tuple[Condition, ...] = (
+    Condition(
+        ConditionKind.EVENT_TIME,
+        "every event arrives within --lateness of the maximum event time seen (data-driven watermark): "
+        "otherwise one event can make others late; which epochs are released also depends on which "
+        "contain events",
+        Enforcement.ASSUMED,
+    ),
+    Condition(
+        ConditionKind.ROUTING,
+        "the producer partitions by hash (misrouted messages are dead-lettered, but this variant does not "
+        "stop releasing after one)",
+        Enforcement.ASSUMED,
+    ),
 )
 
 
@@ -93,9 +113,7 @@ class CountEpochs:
     """Epoch e = the shard's events ``[e * size, (e + 1) * size)``."""
 
     def __init__(self, size: int) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"epoch_events: must be an int >= 1, got {size!r}")
-        self.size = size
+        self.size = check_int("epoch_events", size, type_error=ValueError)
 
     #: Count epochs cut by position, so their guarantee is for replacing one record: its remove +
     #: add, calibrated by group privacy (Lebeda-Tetek Lemma 8.1, g = 2).
@@ -104,16 +122,14 @@ class CountEpochs:
     def describe(self) -> str:
         return f"count:{self.size}"
 
-    def neighbour_relation(self, mechanism_relation: str, record: str) -> str:
+    def neighbour_relation(self, mechanism_relation: NeighbourRelation) -> NeighbourRelation:
         """Adding or removing one record would shift every later epoch (and the number of epochs
-        would reveal n), so the release holds for *replacing* one record, stream lengths public,
-        which changes one epoch by remove + add; ``mechanism_relation`` (add/remove) is replaced."""
-        return (
-            f"replace one {record} at a fixed position of one shard's stream by one that the partitioner "
-            "routes to the same shard; stream lengths public (count epochs cut each shard by position, so "
-            "only that record's epoch changes; calibrated for its remove + add by group privacy, "
-            "Lebeda-Tetek Lemma 8.1)"
-        )
+        would reveal n), so the release holds for *replacing* one record at a fixed position of one
+        shard's stream by one routed to the same shard, stream lengths public: that changes one
+        epoch by a remove plus an add, which ``mechanism_relation`` must cover (released with
+        ``group_size`` = 2; :meth:`~privstream.privacy.NeighbourRelation.as_replacement` refuses
+        otherwise)."""
+        return mechanism_relation.as_replacement(Scope.SHARD).in_epochs(EpochKind.COUNT)
 
     def split(self, payload: Payload, progress: ShardProgress) -> Split:
         n = len(payload)
@@ -142,19 +158,20 @@ class CountEpochs:
 class TimeEpochs:
     """Tumbling event-time epochs of ``length_ms``, closed by punctuation less ``lateness_ms``.
 
-    ``neighbour_assumption`` is text the release appends to its neighbour relation: empty for
+    ``neighbour_assumption`` holds conditions the release adds to its neighbour relation: none for
     punctuation-closed epochs (this class's own :meth:`split`), and
     :data:`DATA_DRIVEN_WATERMARK_ASSUMPTION` when the window variant closes the epochs on Flink's
-    data-driven watermark instead."""
+    data-driven watermark instead (an ``EVENT_TIME`` condition: the epochs are then stated as
+    watermark-closed)."""
 
-    def __init__(self, length_ms: int, lateness_ms: int = 0, *, neighbour_assumption: str = "") -> None:
-        if isinstance(length_ms, bool) or not isinstance(length_ms, int) or length_ms < 1:
-            raise ValueError(f"epoch: the epoch length must be >= 1 ms, got {length_ms!r}")
-        if isinstance(lateness_ms, bool) or not isinstance(lateness_ms, int) or lateness_ms < 0:
-            raise ValueError(f"lateness: must be an int >= 0 ms, got {lateness_ms!r}")
-        self.length_ms = length_ms
-        self.lateness_ms = lateness_ms
-        self.neighbour_assumption = neighbour_assumption
+    def __init__(
+        self, length_ms: int, lateness_ms: int = 0, *, neighbour_assumption: tuple[Condition, ...] = ()
+    ) -> None:
+        self.length_ms = check_int("epoch (ms)", length_ms, type_error=ValueError)
+        self.lateness_ms = check_int("lateness (ms)", lateness_ms, minimum=0, type_error=ValueError)
+        self.neighbour_assumption = tuple(neighbour_assumption)
+        watermark = any(c.kind is ConditionKind.EVENT_TIME for c in self.neighbour_assumption)
+        self.epoch_kind = EpochKind.WATERMARK_TIME if watermark else EpochKind.PUNCTUATED_TIME
 
     #: One event changes one epoch (its own): no group privacy needed.
     group_size = 1
@@ -162,9 +179,10 @@ class TimeEpochs:
     def describe(self) -> str:
         return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"
 
-    def neighbour_relation(self, mechanism_relation: str, record: str) -> str:
-        """The mechanism's add/remove relation, plus the window variant's assumption (if any)."""
-        return mechanism_relation + self.neighbour_assumption
+    def neighbour_relation(self, mechanism_relation: NeighbourRelation) -> NeighbourRelation:
+        """The mechanism's add/remove relation, per time epoch, plus the window variant's
+        assumptions (if any): one event changes only its own epoch."""
+        return mechanism_relation.in_epochs(self.epoch_kind).with_conditions(*self.neighbour_assumption)
 
     def _times(self, payload: Payload) -> np.ndarray:
         if isinstance(payload, EventPayload):

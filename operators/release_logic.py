@@ -13,6 +13,13 @@ sequentially. Count epochs cut each shard's stream by position, so their release
 "replace one record, stream lengths public" relation and are calibrated for its remove + add by
 group privacy (``release(..., group_size=2)``, Lebeda-Tetek Lemma 8.1).
 
+The neighbour relation is composed as a structured value
+(:class:`~privstream.privacy.NeighbourRelation`): the merged build's relation with the group size
+(from :func:`~privstream.mechanisms.release`), then the epoch policy's
+(``policy.neighbour_relation``: count epochs turn it into a same-shard replacement, the window
+variant adds its ASSUMED conditions), then the shard conditions (``spec.shard_relation``); it is
+rendered to text only in the Avro record (:func:`release_record`).
+
 Noise (restarts): each epoch's noise comes from a :class:`~privstream.noise.rng.KeyedRandomSource`
 keyed by a 256-bit secret drawn once from the OS CSPRNG and kept in the release operator's
 checkpointed state. An epoch replayed after a failure therefore redraws identical noise on an
@@ -127,12 +134,9 @@ class EpochReleaser:
         except BudgetExceeded as exc:
             logger.error("release of epoch %s refused: %s", merged.epoch, exc)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
-        record = "user set" if self.spec.user_sets else "event"
-        result = replace(
-            result,
-            neighbour_relation=self.policy.neighbour_relation(result.neighbour_relation, record)
-            + self.spec.shard_relation,
-        )
+        # the path's relation: the merged build's (with the group size), then the epochs, then the shards
+        relation = self.policy.neighbour_relation(result.relation).with_conditions(*self.spec.shard_relation)
+        result = replace(result, relation=relation)
         entry = self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
         return encode("Release", release_record(result, merged.epoch, self.policy)), entry
 
@@ -165,7 +169,8 @@ def reconcile_ledgers(stored: bytes | None, initial: bytes | None) -> bytes | No
 
 
 def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, Any]:
-    """The Avro ``Release`` record of a :class:`privstream.mechanisms.Release`."""
+    """The Avro ``Release`` record of a :class:`privstream.mechanisms.Release`: the relation is
+    rendered to text here (the edge), and the whole error bound travels as an ``ErrorBound`` record."""
     window = (
         (epoch * policy.length_ms, (epoch + 1) * policy.length_ms) if isinstance(policy, TimeEpochs) else None
     )
@@ -174,11 +179,19 @@ def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, An
         "epsilon": float(result.epsilon),
         "delta": float(result.delta),
         "mechanism": str(result.mechanism),
-        "neighbour_relation": str(result.neighbour_relation),
+        "neighbour_relation": result.relation.render(),
         "privacy_unit": str(result.privacy_unit),
         "epoch": epoch,
         "window_start": None if window is None else window[0],
         "window_end": None if window is None else window[1],
-        "error_bound": float(getattr(result.error_bound, "max_noise_error", result.error_bound)),
+        "error_bound": result.error_bound.to_dict(),  # the Avro ErrorBound record's fields
         "release_time": int(time.time() * 1000),
     }
+
+
+def noise_error(error_bound: dict[str, Any] | float) -> float:
+    """max(below, above) of a decoded ``Release.error_bound``: an ``ErrorBound`` record, or the bare
+    double of a message written with ``Release.v1`` (which held exactly that number)."""
+    if isinstance(error_bound, dict):
+        return max(float(error_bound["below"]), float(error_bound["above"]))
+    return float(error_bound)

@@ -3,7 +3,7 @@
 The job's guarantee treats each Kafka partition as one shard stream of Lebeda–Tětek Cor. 7.2 (one
 event added to or removed from one shard, every other shard unchanged). That holds only if an
 event's partition depends on the event alone: a hash of its item (``--shard-key item``) or of its
-user (``--shard-key user``; user-level jobs always), as :func:`privstream.connectors.partitioning.partition_for`
+user (``--shard-key user``; user-level jobs always), as :func:`privstream.partitioning.partition_for`
 computes it. Round-robin or sticky partitioning place events by position, so one removed event moves
 every later event to another shard. The job cannot see the producer, but it can recompute the hash
 of every event it reads: a message holding any event the hash puts elsewhere is dead-lettered whole,
@@ -13,8 +13,9 @@ with this module's reason, and nothing of it is counted.
 from __future__ import annotations
 
 import numpy as np
-from privstream.connectors.partitioning import partition_for
 from privstream.operators.payloads import EventPayload, Payload, UserSetPayload
+
+from privstream.partitioning import partition_for
 
 SHARD_KEYS = ("item", "user")
 

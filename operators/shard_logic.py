@@ -15,13 +15,15 @@ contributed nothing (its sketch is empty). Epochs are released contiguously, low
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import NamedTuple
 
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
-from privstream.operators.payloads import Payload, WatermarkPayload
+from privstream.operators.payloads import Payload, UserSetPayload, WatermarkPayload
 from privstream.operators.routing import routing_error
 from privstream.operators.sketch_spec import SketchSpec
+
+from privstream.validation import check_int
 
 
 class Misrouted(ValueError):
@@ -32,7 +34,13 @@ class Misrouted(ValueError):
     would be dropped because of others. The shard therefore fails closed: the message is
     dead-lettered, the shard records the reason for good (:attr:`ShardProgress.misrouted`), and every
     epoch it closes from then on carries it, so the merge marks those epochs refused and nothing
-    more is released (the release operator logs and ledgers the refusal, charging nothing)."""
+    more is released (the release operator logs and ledgers the refusal, charging nothing).
+    ``messages`` holds :meth:`ShardSketcher.refusal`: the progress message the operator must emit at
+    once, so that epochs the merge still holds are refused too."""
+
+    def __init__(self, reason: str, messages: Sequence[ShardSketch] = ()) -> None:
+        super().__init__(reason)
+        self.messages = list(messages)
 
 
 class ShardSketch(NamedTuple):
@@ -87,10 +95,12 @@ class ShardSketcher:
         if reason is not None:
             if self.progress.misrouted is None:
                 self.progress.misrouted = f"partition {self.shard}: {reason}"
-            raise Misrouted(reason)
+            raise Misrouted(reason, self.refusal())
         if isinstance(payload, WatermarkPayload):
             self.progress.punctuate(payload.watermark_ms)
             return self._close_through(self.policy.closable_through(self.progress)), 0
+        if isinstance(payload, UserSetPayload):  # rejected before it takes a position (count epochs)
+            self.spec.check_user_set(payload.items)
         split = self.policy.split(payload, self.progress)
         self.late_reason = split.late_reason
         for epoch, piece in split.pieces:
@@ -99,6 +109,15 @@ class ShardSketcher:
             self.spec.update(sketch, piece)
             self.store[epoch] = sketch.to_bytes()
         return self._close_through(self.policy.closable_through(self.progress)), split.late
+
+    def refusal(self) -> list[ShardSketch]:
+        """A progress-only message carrying the shard's refusal, so that epochs this shard closed
+        earlier but the merge still holds (waiting for other shards) are refused too; empty while
+        the shard has closed nothing (its first closing message will carry the refusal)."""
+        closed = self.progress.closed_through
+        if closed is None or self.progress.misrouted is None:
+            return []
+        return [ShardSketch(self.shard, None, None, closed, self.progress.misrouted)]
 
     def finish(self) -> list[ShardSketch]:
         """End of input: close through the policy's public final epoch, drop what lies beyond it
@@ -145,8 +164,7 @@ class EpochMerger:
     """Fixed-order merge of ``num_shards`` shard sketches per epoch."""
 
     def __init__(self, num_shards: int, spec: SketchSpec, state: MergeState | None = None) -> None:
-        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-            raise ValueError(f"shards: must be an int >= 1, got {num_shards!r}")
+        check_int("shards", num_shards, type_error=ValueError)
         self.num_shards = num_shards
         self.spec = spec
         self.state = state or MergeState((None,) * num_shards, {}, None, (None,) * num_shards)

@@ -13,7 +13,7 @@ same for one partition of an unbounded run).
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -29,6 +29,7 @@ from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapState, MapStateDescriptor, ValueStateDescriptor
 
+logger = logging.getLogger(__name__)
 BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
 DEAD_LETTERS = OutputTag("dead-letters", BYTES)
 #: Event-time timer that fires only on the final (maximum) watermark, i.e. at the end of input.
@@ -64,10 +65,11 @@ def _finish(sketcher: ShardSketcher) -> list[ShardSketch]:
     """End of a shard's input; says (in the TaskManager log) what lay after its last released epoch."""
     out = sketcher.finish()
     if sketcher.unreleased_events:
-        print(
-            f"privstream: partition {sketcher.shard}: {sketcher.unreleased_events} events counted in epochs "
-            "after the last punctuation were not released (punctuate past an epoch's end to release it)",
-            file=sys.stderr,
+        logger.warning(
+            "partition %s: %s events counted in epochs after the last punctuation were not released "
+            "(punctuate past an epoch's end to release it)",
+            sketcher.shard,
+            sketcher.unreleased_events,
         )
     return out
 
@@ -131,6 +133,7 @@ class ShardSketchFunction(KeyedProcessFunction):
                 yield self._dead_letter(
                     payload, f"{exc}; this job releases nothing more (fail closed)", shard, offset
                 )
+                yield from exc.messages  # refuse the epochs the merge still holds, too
                 return
             except ValueError as exc:  # e.g. a user set larger than m: the message is unusable
                 yield self._dead_letter(payload, f"rejected by the sketch: {exc}", shard, offset)

@@ -3,11 +3,12 @@
 ``SketchSpec("mg", k)``: per shard a Lebeda–Tětek Alg. 1 :class:`~privstream.sketches.MisraGries`
 fed with micro-batches through ``update_batch``, which processes them exactly item by item (the
 compiled Alg. 1 kernel), so a shard's sketch is its stream's sequential Alg. 1 sketch whatever the
-message boundaries (Lemma 2); shards are merged with :func:`~privstream.sketches.merge_misra_gries`
-(mergeable-summaries merge, Cor. 7.2: the shards must be cut by a hash of ``shard_key``).
+message boundaries (Lemma 2); shards are merged with :func:`~privstream.sketches.merge_in_order`
+into a standard MG sketch (mergeable-summaries merge, Cor. 7.2: the shards must be cut by a hash of
+``shard_key``).
 
 ``SketchSpec("pamg", k, m)``: per shard a :class:`~privstream.sketches.PrivacyAwareMisraGries`
-(Alg. 4) fed one user set at a time; shards merged with :func:`~privstream.sketches.merge_pamg`
+(Alg. 4) fed one user set at a time; shards merged with :func:`~privstream.sketches.merge_in_order`
 (``Build.PAMG_MERGED``, Cor. 8.10).
 
 Either way the sketch the release operator sees is a *merged* sketch, so the release entry point
@@ -21,15 +22,16 @@ from dataclasses import dataclass
 
 from privstream.operators.payloads import EventPayload, Payload, UserSetPayload
 
+from privstream.privacy import Condition, ConditionKind, Enforcement
 from privstream.sketches import (
     MisraGries,
     PrivacyAwareMisraGries,
     StandardMisraGries,
     check_user_items,
     load_sketch,
-    merge_misra_gries,
-    merge_pamg,
+    merge_in_order,
 )
+from privstream.validation import check_int
 
 KINDS = ("mg", "pamg")
 
@@ -58,11 +60,11 @@ class SketchSpec:
             raise ValueError(
                 "shard_key: a user-level (PAMG) job shards by user (one user's sets in one shard)"
             )
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k: must be an int >= 1, got {self.k!r}")
+        k = check_int("k", self.k, type_error=ValueError)
         if self.kind == "pamg":
-            if isinstance(self.m, bool) or not isinstance(self.m, int) or not 1 <= self.m < self.k:
-                raise ValueError(f"m: PAMG needs an int 1 <= m < k={self.k}, got {self.m!r}")
+            m = check_int("m", self.m, type_error=ValueError)
+            if m >= k:
+                raise ValueError(f"m: PAMG needs m < k={k}, got {m}")
         elif self.m is not None:
             raise ValueError("m: only the user-level (PAMG) sketch takes m")
 
@@ -71,19 +73,32 @@ class SketchSpec:
         return self.kind == "pamg"
 
     @property
-    def shard_relation(self) -> str:
-        """What the releases append to their neighbour relation about the shards."""
+    def shard_relation(self) -> tuple[Condition, ...]:
+        """The conditions the releases add to their neighbour relation about the shards: the shard
+        rule and merge order (Cor. 7.2 / 8.10), the per-event routing check (fails closed) and, at
+        user level, the unchecked one-set-per-user-and-epoch assumption (else group size s, Lemma 8.1)."""
+        conditions = (
+            Condition(
+                ConditionKind.SHARD_RULE,
+                f"shards = Kafka partitions chosen by a hash of the {self.shard_key}, merged in shard-id "
+                "order (Lebeda-Tetek Cor. 7.2" + (", 8.10)" if self.user_sets else ")"),
+            ),
+            Condition(
+                ConditionKind.ROUTING,
+                "every event's partition is verified: after a misrouted message the job releases nothing more",
+                Enforcement.VERIFIED,
+            ),
+        )
+        if not self.user_sets:
+            return conditions
         return (
-            f"; shards = Kafka partitions chosen by a hash of the {self.shard_key} (verified for every event: "
-            "after a misrouted message the job releases nothing more), merged in shard-id order "
-            "(Lebeda-Tetek Cor. 7.2"
-            + (", 8.10)" if self.user_sets else ")")
-            + (
-                "; the privacy unit is one UserSetEvent: a user who sends s sets in one epoch is "
-                "protected only at group size s (Lemma 8.1), so producers send one per user and epoch"
-                if self.user_sets
-                else ""
-            )
+            *conditions,
+            Condition(
+                ConditionKind.UNITS_PER_EPOCH,
+                "one UserSetEvent per user and epoch (not checked by the job): a user who sends s sets in "
+                "one epoch is protected only at group size s (Lemma 8.1)",
+                Enforcement.ASSUMED,
+            ),
         )
 
     def new(self) -> ShardSketchT:
@@ -117,7 +132,7 @@ class SketchSpec:
         """Feed one epoch's slice of a message (a batch of events, or one user's set)."""
         if isinstance(piece, UserSetPayload):
             assert isinstance(sketch, PrivacyAwareMisraGries)
-            sketch.update_user(piece.items)
+            sketch.update(piece.items)
         elif isinstance(piece, EventPayload):
             assert isinstance(sketch, MisraGries)
             sketch.update_batch(piece.items)
@@ -127,6 +142,6 @@ class SketchSpec:
     def merge(self, shard_sketches: Sequence[bytes]) -> StandardMisraGries | PrivacyAwareMisraGries:
         """Merge serialised shard sketches in the given order (callers pass them sorted by shard id)."""
         sketches = [self.load(b) for b in shard_sketches] or [self.new()]
-        if self.kind == "pamg":
-            return merge_pamg(sketches)
-        return merge_misra_gries(sketches, k=self.k)
+        merged = merge_in_order(sketches, k=self.k)  # MG: a StandardMisraGries; PAMG: a PAMG
+        assert isinstance(merged, StandardMisraGries | PrivacyAwareMisraGries)
+        return merged

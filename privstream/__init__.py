@@ -5,4 +5,9 @@ accounting and local-DP randomisers. It never imports Flink or Kafka; those live
 ``privstream.operators``, ``privstream.connectors`` and ``privstream.jobs``.
 """
 
-__version__ = "0.1.0"
+from importlib import metadata
+
+try:
+    __version__ = metadata.version("privstream")  # one source of truth: pyproject.toml
+except metadata.PackageNotFoundError:  # pragma: no cover - running from a checkout without install
+    __version__ = "0+unknown"

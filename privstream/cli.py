@@ -29,15 +29,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from privstream import __version__
+
     parser = argparse.ArgumentParser(prog="privstream", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"privstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a subcommand whose module is not built yet
-            if exc.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=help_text, description=help_text)
         module.configure(sp)
         sp.set_defaults(_run=module.run)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privstream.sketches.validation import check_int
+from privstream.validation import check_int
 
 GENERATORS = ("zipf", "gaussian", "normal", "exponential")
 UNIFORM_SHARE = 0.05  # DPSW App. A: 5 % uniform background
@@ -39,7 +39,7 @@ def _check_positive(name: str, value: object) -> float:
 
 def _rng(seed: int | None) -> np.random.Generator:
     if seed is not None:
-        check_int("seed", seed, minimum=0)
+        check_int("seed", seed, minimum=0, allow_numpy=True)
     return np.random.default_rng(seed)
 
 
@@ -58,8 +58,8 @@ def zipf_items(
     seed: int | None = None,
 ) -> np.ndarray:
     """DPSW App. A Zipf stream: int64 items in ``1..universe``."""
-    count = check_int("count", count, minimum=0)
-    universe = check_int("universe", universe, minimum=1)
+    count = check_int("count", count, minimum=0, allow_numpy=True)
+    universe = check_int("universe", universe, minimum=1, allow_numpy=True)
     s = _check_positive("s", s)
     share = _check_share(uniform_share)
     rng = _rng(seed)
@@ -104,8 +104,8 @@ def gaussian_items(
 
     Negative draws are redrawn and draws in [0, 0.5) clamp to 1 ("nearest positive integer").
     """
-    count = check_int("count", count, minimum=0)
-    universe = check_int("universe", universe, minimum=1)
+    count = check_int("count", count, minimum=0, allow_numpy=True)
+    universe = check_int("universe", universe, minimum=1, allow_numpy=True)
     std = _check_positive("std", std)
     if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not np.isfinite(mean):
         raise ValueError(f"mean: must be a finite number, got {mean!r}")
@@ -130,8 +130,8 @@ def normal_items(
     seed: int | None = None,
 ) -> np.ndarray:
     """HG-LDP synthetic Normal stream on ``1..domain`` (defaults μ = domain/2, σ = domain/20)."""
-    count = check_int("count", count, minimum=0)
-    domain = check_int("domain", domain, minimum=1)
+    count = check_int("count", count, minimum=0, allow_numpy=True)
+    domain = check_int("domain", domain, minimum=1, allow_numpy=True)
     mean = domain / 2 if mean is None else mean
     if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not np.isfinite(mean):
         raise ValueError(f"mean: must be a finite number, got {mean!r}")
@@ -144,8 +144,8 @@ def exponential_items(
     count: int, *, domain: int = 1000, scale: float | None = None, seed: int | None = None
 ) -> np.ndarray:
     """HG-LDP synthetic Exponential stream on ``1..domain``: ``1 + round(Exp(scale))`` (default scale domain/20)."""
-    count = check_int("count", count, minimum=0)
-    domain = check_int("domain", domain, minimum=1)
+    count = check_int("count", count, minimum=0, allow_numpy=True)
+    domain = check_int("domain", domain, minimum=1, allow_numpy=True)
     scale = _check_positive("scale", domain / 20 if scale is None else scale)
     rng = _rng(seed)
     return _rounded_in_range(lambda n: 1.0 + rng.exponential(scale, size=n), count, 1, domain)
@@ -192,8 +192,8 @@ def generate_events(
     }
     if generator not in functions:
         raise ValueError(f"generator: expected one of {GENERATORS}, got {generator!r}")
-    count = check_int("count", count, minimum=0)
-    start_time_ms = check_int("start_time_ms", start_time_ms, minimum=0)
+    count = check_int("count", count, minimum=0, allow_numpy=True)
+    start_time_ms = check_int("start_time_ms", start_time_ms, minimum=0, allow_numpy=True)
     try:
         items = functions[generator](count, seed=seed, **params)
     except TypeError as exc:
@@ -203,7 +203,7 @@ def generate_events(
     rng = np.random.default_rng(None if seed is None else seed + 1)
     users = None
     if num_users is not None:
-        num_users = check_int("num_users", num_users, minimum=1)
+        num_users = check_int("num_users", num_users, minimum=1, allow_numpy=True)
         users = rng.integers(0, num_users, size=count, dtype=np.int64)
     if rate is None:
         times = np.full(count, start_time_ms, dtype=np.int64)

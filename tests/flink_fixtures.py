@@ -7,17 +7,20 @@ is small, so keep new Flink tests few and reuse these.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from privstream.jobs.config import HeavyHittersConfig, TestHooks
 
 
 @pytest.fixture(scope="session")
@@ -57,34 +60,15 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, compacted: bool
 
 def read_topic(
     bootstrap: str, topic: str, *, expect: int | None = None, idle_s: float = 3.0, timeout_s: float = 120.0
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[dict[str, Any]]:
     """Decoded records of ``topic`` read with ``read_committed``, in partition/offset order.
 
     Stops when ``expect`` records were read (then waits ``idle_s`` more to catch duplicates), or
-    when nothing arrived for ``idle_s`` with ``expect=None``."""
-    from kafka import TopicPartition
-    from privstream.connectors.avro_codec import decode
-    from privstream.connectors.clients import kafka_consumer
+    when nothing arrived for ``idle_s`` with ``expect=None``; after ``timeout_s`` in any case."""
+    from privstream.connectors.consume import read_topic as read_committed
 
-    consumer = kafka_consumer(bootstrap, isolation_level="read_committed")
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        out: list[tuple[int, int, tuple[str, dict[str, Any]]]] = []
-        deadline = time.monotonic() + timeout_s
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                for rec in records:
-                    out.append((tp.partition, rec.offset, decode(rec.value)))
-                    last = time.monotonic()
-            reached = expect is not None and len(out) >= expect
-            if (reached or expect is None) and time.monotonic() - last > idle_s:
-                break
-        return [rec for _, _, rec in sorted(out, key=lambda r: (r[0], r[1]))]
-    finally:
-        consumer.close()
+    records = read_committed(bootstrap, topic, idle_s=idle_s, expect=expect, timeout_s=timeout_s)
+    return [r.value for r in records]
 
 
 @dataclass
@@ -123,10 +107,10 @@ class PhasedProducer:
         seed: int = 11,
         malformed_partition: int | None = 1,
     ) -> None:
-        from privstream.connectors.partitioning import partition_for
         from privstream.connectors.produce import EventProducer
 
         from privstream.datagen import generate_events
+        from privstream.partitioning import partition_for
 
         create_topic(bootstrap, topic, partitions)
         self.columns = generate_events(
@@ -178,56 +162,47 @@ def produce_stream(bootstrap: str, topic: str, **kwargs: Any) -> ProducedStream:
     return phased.rest()
 
 
-def job_args(
+#: The test noise seed of every seeded run (the reference run's releases are recomputed from core with it).
+NOISE_SEED = 7
+
+
+def seeded(*, fail_marker: str | None = None, fail_after: int = 0) -> TestHooks:
+    """TESTS ONLY hooks: seeded noise (:data:`NOISE_SEED`), and an injected failure if ``fail_marker``."""
+    from privstream.jobs.config import TestHooks
+
+    return TestHooks(noise_seed=NOISE_SEED, fail_marker=fail_marker, fail_after=fail_after)
+
+
+def job_config(
     stream: ProducedStream,
     out_prefix: str,
-    *extra: str,
+    *,
     k: int = 32,
-    epoch: str = "8000",
-    noise_seed: int = 7,
+    epoch: int | timedelta = 8000,
     stop_offsets: dict[int, int] | None = None,
-) -> argparse.Namespace:
-    """Parsed heavy-hitters options for ``stream`` with output topics named after ``out_prefix``;
-    bounded by the EndMarkers (scanned before the start) or by explicit ``stop_offsets``."""
-    if stop_offsets is None:
-        bound = ["--stop-at-end-markers"]
-    else:
-        bound = ["--stop-offsets", ",".join(f"{p}:{o}" for p, o in sorted(stop_offsets.items()))]
-    from privstream.jobs.heavy_hitters import configure
+    **options: Any,
+) -> HeavyHittersConfig:
+    """The heavy-hitters config for ``stream`` with output topics named after ``out_prefix`` (and the
+    merged pre-noise sketches exposed); bounded by the EndMarkers (scanned before the start) or by
+    explicit ``stop_offsets``; ``options`` are further config fields."""
+    from privstream.jobs.config import HeavyHittersConfig
 
-    parser = argparse.ArgumentParser()
-    configure(parser)
-    return parser.parse_args(
-        [
-            "--bootstrap",
-            stream.bootstrap,
-            "--topic",
-            stream.topic,
-            "--epsilon",
-            "1.0",
-            "--delta",
-            "1e-6",
-            "--k",
-            str(k),
-            "--epoch",
-            epoch,
-            "--releases-topic",
-            f"{out_prefix}-releases",
-            "--ledger-topic",
-            f"{out_prefix}-ledger",
-            "--dlq-topic",
-            f"{out_prefix}-dlq",
-            "--expose-sketches-topic",
-            f"{out_prefix}-sketches",
-            "--ledger-id",
-            f"test/{out_prefix}",
-            "--noise-seed",
-            str(noise_seed),
-            "--checkpoint-interval",
-            "500ms",
-            *bound,
-            *extra,
-        ]
+    return HeavyHittersConfig(
+        bootstrap=stream.bootstrap,
+        topic=stream.topic,
+        epsilon=1.0,
+        delta=1e-6,
+        k=k,
+        epoch=epoch,
+        releases_topic=f"{out_prefix}-releases",
+        ledger_topic=f"{out_prefix}-ledger",
+        dlq_topic=f"{out_prefix}-dlq",
+        expose_sketches_topic=f"{out_prefix}-sketches",
+        ledger_id=f"test/{out_prefix}",
+        checkpoint_interval=timedelta(milliseconds=500),
+        stop_offsets=stop_offsets,
+        stop_at_end_markers=stop_offsets is None,
+        **options,
     )
 
 
@@ -241,7 +216,7 @@ class JobOutputs:
 
 def read_outputs(bootstrap: str, out_prefix: str, expect_releases: int) -> JobOutputs:
     def records(suffix: str, expect: int | None) -> list[dict[str, Any]]:
-        return [r for _, r in read_topic(bootstrap, f"{out_prefix}-{suffix}", expect=expect, idle_s=2.0)]
+        return read_topic(bootstrap, f"{out_prefix}-{suffix}", expect=expect, idle_s=2.0)
 
     return JobOutputs(
         releases=records("releases", expect_releases),
@@ -251,13 +226,12 @@ def read_outputs(bootstrap: str, out_prefix: str, expect_releases: int) -> JobOu
     )
 
 
-def run_job_to_end(args: argparse.Namespace) -> None:
-    """Run the heavy-hitters job in this process until its bounded source is exhausted."""
-    from privstream.jobs.heavy_hitters import resolve
-    from privstream.jobs.pipeline import execute
+def run_job_to_end(config: HeavyHittersConfig, hooks: TestHooks | None = None) -> None:
+    """Run the heavy-hitters job in this process until its bounded source is exhausted (seeded noise
+    unless other ``hooks`` are given)."""
+    from privstream.jobs.job import HeavyHittersJob
 
-    config, shards, jars = resolve(args)
-    execute(config, shards=shards, jars=jars)
+    HeavyHittersJob(config, hooks=hooks or seeded()).run()
 
 
 @pytest.fixture(scope="session")
@@ -269,17 +243,16 @@ def hh_stream(flink_broker: Any, flink_connector_jars: list[Path]) -> ProducedSt
 def hh_reference_run(hh_stream: ProducedStream) -> JobOutputs:
     """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard)."""
     prefix = fresh_name("ref")
-    run_job_to_end(job_args(hh_stream, prefix))
+    run_job_to_end(job_config(hh_stream, prefix))
     return read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
 
 
-def start_job(args: argparse.Namespace) -> Any:
-    """Submit the heavy-hitters job asynchronously in this process; returns the PyFlink ``JobClient``."""
-    from privstream.jobs.heavy_hitters import resolve
-    from privstream.jobs.pipeline import prepare
+def start_job(config: HeavyHittersConfig, hooks: TestHooks | None = None) -> Any:
+    """Submit the heavy-hitters job asynchronously in this process (seeded noise unless other
+    ``hooks`` are given); returns the PyFlink ``JobClient``."""
+    from privstream.jobs.job import HeavyHittersJob
 
-    config, shards, jars = resolve(args)
-    return prepare(config, shards=shards, jars=jars).execute_async(config.job_name)
+    return HeavyHittersJob(config, hooks=hooks or seeded()).start()
 
 
 class StandaloneCluster:

@@ -1,12 +1,15 @@
 """The heavy-hitters job on a real Flink MiniCluster against the real embedded Kafka-protocol broker.
 
 All tests share one produced stream (3 partitions × 40 EventBatch messages of 500 Zipf events, one
-EpochWatermark punctuation after the first 20, one malformed message, EndMarkers) and one failure-free reference run (``hh_reference_run``). Noise is
-seeded (``--noise-seed``, a test-only option) so releases are reproducible and can be recomputed
-from core; outputs are read with ``read_committed``.
+EpochWatermark punctuation after the first 20, one malformed message, EndMarkers) and one
+failure-free reference run (``hh_reference_run``). Noise is seeded (a test hook, ``TestHooks``, passed
+through the programmatic API: the command line has no such option) so releases are reproducible and
+can be recomputed from core; outputs are read with ``read_committed``.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -14,17 +17,19 @@ import pytest
 from privstream.accounting import Budget, PrivacyLedger
 from privstream.mechanisms import release
 from privstream.noise.rng import SeededRandomSource
-from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
+from privstream.sketches import Build, MisraGries, load_sketch, merge_in_order
 from tests.flink_fixtures import (
+    NOISE_SEED,
     JobOutputs,
     PhasedProducer,
     ProducedStream,
     create_topic,
     fresh_name,
-    job_args,
+    job_config,
     read_outputs,
     read_topic,
     run_job_to_end,
+    seeded,
     start_job,
 )
 
@@ -54,7 +59,7 @@ def core_merged(stream: ProducedStream) -> list:
     per_shard = {p: core_epoch_sketches(b) for p, b in stream.batches.items()}
     epochs = max(len(v) for v in per_shard.values())
     return [
-        merge_misra_gries([per_shard[p][e] for p in sorted(per_shard) if e < len(per_shard[p])], k=K)
+        merge_in_order([per_shard[p][e] for p in sorted(per_shard) if e < len(per_shard[p])], k=K)
         for e in range(epochs)
     ]
 
@@ -96,7 +101,7 @@ def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
         ref = release(
             want,
             Budget(1.0, 1e-6),
-            rng=SeededRandomSource(f"privstream-test-noise:7:{rec['epoch']}"),
+            rng=SeededRandomSource(f"privstream-test-noise:{NOISE_SEED}:{rec['epoch']}"),
             epoch=rec["epoch"],
             ledger=ledger,
             group_size=2,  # count epochs: "replace one event" = remove + add (release_logic.py)
@@ -126,15 +131,8 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     phased.first()  # 10000 events per shard: epoch 0 closes
     marker, prefix = tmp_path / "failed-once", fresh_name("fail")
     client = start_job(
-        job_args(
-            phased.stream,
-            prefix,
-            "--test-fail-once",
-            str(marker),
-            "--test-fail-after",
-            "14000",
-            stop_offsets=phased.stop_offsets(),
-        )
+        job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()),
+        seeded(fail_marker=str(marker), fail_after=14000),
     )
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     assert not marker.exists()
@@ -157,14 +155,14 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("sp-events"))
     phased.first()
     prefix = fresh_name("sp")
-    client = start_job(job_args(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
+    client = start_job(job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
     stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)
     assert len(stopped) == 1  # stopped mid-stream
     phased.rest()
     resumed = start_job(
-        job_args(phased.stream, prefix, "--restore-from", savepoint, stop_offsets=phased.stop_offsets())
+        job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets(), restore_from=savepoint)
     )
     try:
         out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
@@ -182,11 +180,15 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
 def test_flink_run_on_standalone_cluster(
     hh_stream: ProducedStream, hh_reference_run: JobOutputs, standalone_cluster
 ) -> None:
-    """``bin/flink run -py jobs/heavy_hitters.py …`` against PyFlink's own start-cluster.sh on loopback."""
-    import privstream.jobs.heavy_hitters as job_module
+    """``bin/flink run -py`` of the heavy-hitters command line against PyFlink's own start-cluster.sh
+    on loopback: ``tests/jobs/seeded_heavy_hitters.py`` runs ``privstream.jobs.heavy_hitters.main`` with
+    the test noise seed injected through the API, so the releases equal the reference run's."""
+    from pathlib import Path
 
+    script = Path(__file__).parent / "jobs" / "seeded_heavy_hitters.py"
     prefix = fresh_name("cluster")
     args = [
+        str(NOISE_SEED),
         "--bootstrap",
         hh_stream.bootstrap,
         "--topic",
@@ -209,13 +211,11 @@ def test_flink_run_on_standalone_cluster(
         f"{prefix}-sketches",
         "--ledger-id",
         f"test/{prefix}",
-        "--noise-seed",
-        "7",
         "--stop-at-end-markers",
         "--checkpoint-dir",
         str(standalone_cluster.workdir / "checkpoints"),
     ]
-    proc = standalone_cluster.submit(job_module.__file__, *args)
+    proc = standalone_cluster.submit(script, *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
     assert_same_releases(out, hh_reference_run)
@@ -223,13 +223,13 @@ def test_flink_run_on_standalone_cluster(
 
 def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     """``--m``: UserSetEvent stream, PAMG per partition, tumbling event-time epochs closed by
-    ``EpochWatermark`` punctuation; the merged sketches equal core's fixed-order ``merge_pamg``, a user
+    ``EpochWatermark`` punctuation; the merged sketches equal core's fixed-order ``merge_in_order``, a user
     set of an already punctuated epoch is dead-lettered, and the user-level ledger composes sequentially."""
     from privstream.connectors.avro_codec import encode
     from privstream.connectors.clients import kafka_producer
-    from privstream.connectors.partitioning import partition_for
 
-    from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
+    from privstream.partitioning import partition_for
+    from privstream.sketches import PrivacyAwareMisraGries, merge_in_order
 
     k, m, epoch_ms, partitions = 16, 3, 10_000, 2
     topic = create_topic(flink_broker.bootstrap, fresh_name("pamg-events"), partitions)
@@ -266,9 +266,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     stream = ProducedStream(flink_broker.bootstrap, topic, partitions, 1)
     prefix = fresh_name("pamg")
     run_job_to_end(
-        job_args(
-            stream, prefix, "--m", str(m), "--total-epsilon", "3", "--total-delta", "3e-6", k=k, epoch="10s"
-        )
+        job_config(stream, prefix, m=m, total_epsilon=3.0, total_delta=3e-6, k=k, epoch=timedelta(seconds=10))
     )
     out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
     core = []
@@ -278,9 +276,9 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
             sk = PrivacyAwareMisraGries(k, m)
             for t, items in per_partition[p]:
                 if t // epoch_ms == e:
-                    sk.update_user(items)
+                    sk.update(items)
             shards.append(sk)
-        core.append(merge_pamg(shards))
+        core.append(merge_in_order(shards))
     assert [s["epoch"] for s in out.sketches] == [0, 1, 2]
     for snap, want in zip(out.sketches, core, strict=True):
         got = load_sketch(snap["data"])
@@ -302,8 +300,13 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
     epoch_ms = 2000
     prefix = fresh_name("win")
     run_job_to_end(
-        job_args(
-            hh_stream, prefix, "--operator", "window", "--trust-event-time", "--lateness", "10s", epoch="2s"
+        job_config(
+            hh_stream,
+            prefix,
+            operator="window",
+            trust_event_time=True,
+            lateness=timedelta(seconds=10),
+            epoch=timedelta(seconds=2),
         )
     )
     per_epoch: dict[int, dict[int, MisraGries]] = {}
@@ -312,7 +315,7 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
             epochs = times // epoch_ms
             for e in np.unique(epochs).tolist():
                 per_epoch.setdefault(e, {}).setdefault(p, MisraGries(K)).update_batch(items[epochs == e])
-    expected = {e: merge_misra_gries([sk[p] for p in sorted(sk)], k=K) for e, sk in per_epoch.items()}
+    expected = {e: merge_in_order([sk[p] for p in sorted(sk)], k=K) for e, sk in per_epoch.items()}
     out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=len(expected))
     assert [s["epoch"] for s in out.sketches] == sorted(expected)
     for snap in out.sketches:

@@ -1,18 +1,28 @@
-"""Connector-jar provisioning and job configuration errors (no Flink job, no download)."""
+"""Connector-jar provisioning, the job's configuration and its command line (no Flink job, no download)."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
+import pkgutil
 import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import privstream.jobs
 import pytest
 from privstream.connectors import flink_jars
-from privstream.jobs.heavy_hitters import ConfigError, config_from_args, configure
+from privstream.jobs.config import MECHANISM_CHOICES, ConfigError, HeavyHittersConfig
+from privstream.jobs.heavy_hitters import config_from_args, configure
+from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
+
+from privstream.mechanisms import MECHANISMS
 
 
 def test_missing_jars_give_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,10 +59,14 @@ def test_setup_provides_both_pinned_jars() -> None:
         assert hashlib.sha256(path.read_bytes()).hexdigest() == jar.sha256
 
 
-def _args(*extra: str) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     configure(parser)
-    return parser.parse_args(["--epsilon", "1", "--delta", "1e-6", "--k", "16", "--epoch", "1000", *extra])
+    return parser
+
+
+def _args(*extra: str) -> argparse.Namespace:
+    return _parser().parse_args(["--epsilon", "1", "--delta", "1e-6", "--k", "16", "--epoch", "1000", *extra])
 
 
 @pytest.mark.parametrize(
@@ -64,14 +78,25 @@ def _args(*extra: str) -> argparse.Namespace:
         (["--epoch", "10s", "--lateness=-1s"], "--lateness"),
         (["--m", "16"], "--m"),
         (["--epsilon", "-1"], "--epsilon"),
-        (["--total-epsilon", "0.5"], "--total-epsilon"),
+        (["--total-epsilon", "0.5"], "--total-epsilon"),  # with --epsilon 1: below one epoch's release
+        (["--total-delta", "1e-7"], "--total-delta"),
+        (["--delta", "1"], "--delta"),
+        (["--ledger-id", ""], "--ledger-id"),
         (["--stop-offsets", "0-5"], "--stop-offsets"),
+        (["--stop-offsets", "0:5", "--stop-at-end-markers"], "--stop-at-end-markers"),
+        (["--stop-offsets", "0:5", "--epoch", "10s"], "--stop-offsets"),  # positions would pick punctuations
+        (["--checkpoint-interval", "2"], "--checkpoint-interval"),
+        (["--checkpoint-interval", "0s"], "--checkpoint-interval"),
+        (["--bundle-size", "0"], "--bundle-size"),
+        (["--restart-attempts", "-1"], "--restart-attempts"),
+        (["--releases-topic", "my releases"], "--releases-topic"),
+        (["--dlq-topic", "a/b"], "--dlq-topic"),
+        (["--m", "4", "--shard-key", "item"], "--shard-key"),
         (["--operator", "window"], "--operator"),
         (["--operator", "window", "--epoch", "10s"], "--operator"),  # needs --trust-event-time
         (["--trust-event-time"], "--trust-event-time"),  # only for the window operator
         (["--flink-conf", "novalue"], "--flink-conf"),
         (["--parallelism", "0"], "--parallelism"),
-        (["--mechanism", "bogus"], "--mechanism"),
         (["--mechanism", "pmg"], "--mechanism"),  # Alg. 2 needs a sequential sketch, the job's are merged
         (["--mechanism", "pmg_standard"], "--mechanism"),
         (["--mechanism", "pure_topk"], "--mechanism"),  # needs a declared domain (and a sequential sketch)
@@ -90,7 +115,94 @@ def _args(*extra: str) -> argparse.Namespace:
 def test_config_errors_name_the_option(extra: list[str], option: str) -> None:
     with pytest.raises(ConfigError) as info:
         config_from_args(_args(*extra))
-    assert str(info.value).startswith(option)
+    assert str(info.value).startswith(f"{option}: ")
+
+
+def test_total_epsilon_error_names_the_option_and_both_values() -> None:
+    """Once ``total_epsilon/total_delta: …`` (the parameters of ReleaseConfig's own message)."""
+    with pytest.raises(ConfigError) as info:
+        config_from_args(_args("--total-epsilon", "0.5"))
+    assert str(info.value) == (
+        "--total-epsilon: the ledger total ε=0.5 is smaller than one epoch's release (--epsilon 1)"
+    )
+
+
+_VALID: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "k": 16, "epoch": 1000}
+
+
+@pytest.mark.parametrize(
+    ("fields", "option"),
+    [
+        ({"k": "16"}, "--k"),
+        ({"k": True}, "--k"),
+        ({"epoch": 0}, "--epoch"),
+        ({"epoch": timedelta(0)}, "--epoch"),
+        ({"epoch": timedelta(microseconds=1500)}, "--epoch"),  # whole milliseconds only
+        ({"epoch": "60s"}, "--epoch"),  # text is the command line's business
+        ({"lateness": timedelta(seconds=-1)}, "--lateness"),
+        ({"epsilon": float("nan")}, "--epsilon"),
+        ({"delta": "1e-6"}, "--delta"),
+        ({"total_epsilon": 0.5}, "--total-epsilon"),
+        ({"mechanism": "bogus"}, "--mechanism"),
+        ({"operator": "windows"}, "--operator"),
+        ({"shard_key": "partition"}, "--shard-key"),
+        ({"stop_offsets": {0: -1}}, "--stop-offsets"),
+        ({"flink_conf": (("", "x"),)}, "--flink-conf"),
+        ({"checkpoint_interval": timedelta(0)}, "--checkpoint-interval"),
+        ({"topic": ""}, "--topic"),
+        ({"bootstrap": "localhost"}, "--bootstrap"),
+    ],
+)
+def test_programmatic_config_errors_name_the_option(fields: dict[str, Any], option: str) -> None:
+    """The config checks its typed fields itself (the command line only parses text), so a program
+    building it gets the same errors; ``replace`` checks again."""
+    with pytest.raises(ConfigError) as info:
+        HeavyHittersConfig(**{**_VALID, **fields})
+    assert str(info.value).startswith(f"{option}: ")
+    with pytest.raises(ConfigError, match=f"^{option}: "):
+        replace(HeavyHittersConfig(**_VALID), **fields)
+
+
+def test_programmatic_config_derives_what_the_operators_use() -> None:
+    config = HeavyHittersConfig(
+        **{**_VALID, "epoch": timedelta(seconds=30), "lateness": timedelta(seconds=5)}
+    )
+    assert config.policy.describe() == "time:30000ms,lateness:5000ms,closed-by:punctuation"
+    assert config.spec.kind == "mg" and config.spec.shard_key == "item"
+    release = config.release
+    assert (release.total_epsilon, release.total_delta) == (1.0, 1e-6)
+    assert release.ledger_id == "heavy-hitters/events" and config.dlq == "events-dlq"
+    assert release.noise_seed is None and config.checkpoint_interval_ms == 2000
+
+
+def _cli_error(*extra: str) -> str:
+    """What argparse says about ``extra`` (it exits on unknown options and invalid choices)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "privstream.jobs.heavy_hitters", "--epsilon", "1", "--delta", "1e-6",
+         "--k", "16", "--epoch", "1000", *extra],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "hook", [["--noise-seed", "7"], ["--test-fail-once", "/tmp/marker"], ["--test-fail-after", "10"]]
+)
+def test_user_command_line_has_no_test_hooks(hook: list[str]) -> None:
+    """Test hooks reach the job only through the API (``TestHooks``), never through the command line."""
+    assert "unrecognized arguments: " + hook[0] in _cli_error(*hook)
+    assert hook[0] not in _parser().format_help()
+    assert not {"noise_seed", "test_fail_once", "test_fail_after"} & set(vars(_args()))
+
+
+def test_mechanism_lists_its_choices_from_the_mechanism_registry() -> None:
+    assert MECHANISM_CHOICES == ("auto", *MECHANISMS)
+    help_text = " ".join(_parser().format_help().split())
+    assert "--mechanism {" + ",".join(MECHANISM_CHOICES) + "}" in help_text
+    error = _cli_error("--mechanism", "bogus")
+    assert "argument --mechanism: invalid choice: 'bogus'" in error
+    assert all(name in error for name in MECHANISMS)
 
 
 def test_valid_mechanisms_are_the_merged_sketch_ones_and_the_error_lists_them() -> None:
@@ -122,9 +234,9 @@ def test_window_operator_needs_the_explicit_event_time_trust_flag() -> None:
     assert "far-future" in str(info.value)
     config = config_from_args(_args("--operator", "window", "--epoch", "10s", "--trust-event-time"))
     assert config.operator == "window"
-    assert config.policy.neighbour_assumption.startswith("; ASSUMES every event arrives within --lateness")
+    assert config.policy.neighbour_assumption == DATA_DRIVEN_WATERMARK_ASSUMPTION
     process = config_from_args(_args("--epoch", "10s"))
-    assert process.policy.neighbour_assumption == ""  # punctuation-closed epochs need no assumption
+    assert not process.policy.neighbour_assumption  # punctuation-closed epochs need no assumption
 
 
 def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -155,3 +267,69 @@ def test_heavy_hitters_module_help_lists_the_options() -> None:
     result, _ = _cli("-m", "privstream.jobs.heavy_hitters", "--help")
     assert result.returncode == 0, result.stderr
     assert "--epsilon" in result.stdout
+
+
+def _jobs_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(privstream.jobs.__path__))
+
+
+def _imported_jobs_modules(module: str) -> set[str]:
+    """The ``privstream.jobs`` modules that ``module`` imports anywhere (also inside functions)."""
+    tree = ast.parse((Path(privstream.jobs.__path__[0]) / f"{module}.py").read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    prefix = "privstream.jobs."
+    return {name[len(prefix) :].split(".")[0] for name in names if name.startswith(prefix)} - {module}
+
+
+def test_jobs_modules_import_each_other_without_a_cycle() -> None:
+    """config ← pipeline ← job ← heavy_hitters ← cli / quickstart: the imports between the job modules
+    (module level and inside functions) form no cycle, and each imports alone in a fresh interpreter."""
+    graph = {module: _imported_jobs_modules(module) & set(_jobs_modules()) for module in _jobs_modules()}
+    assert graph["config"] == set() and graph["pipeline"] == {"config"}
+    assert "heavy_hitters" not in graph["job"] | graph["pipeline"] | graph["quickstart"]
+    done: set[str] = set()
+    while len(done) < len(graph):  # topological order exists iff there is no cycle
+        ready = {m for m, deps in graph.items() if m not in done and deps <= done}
+        assert ready, f"import cycle among {sorted(set(graph) - done)}: {graph}"
+        done |= ready
+    for module in _jobs_modules():
+        result = subprocess.run(
+            [sys.executable, "-c", f"import privstream.jobs.{module}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, f"privstream.jobs.{module}: {result.stderr[-2000:]}"
+
+
+def test_quickstart_builds_the_job_config_without_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``privstream quickstart`` builds the job's config directly: no option strings are parsed again,
+    and a bad value still fails before the broker starts, naming the option."""
+    from privstream.jobs import quickstart
+
+    parser = argparse.ArgumentParser()
+    quickstart.configure(parser)
+    args = parser.parse_args(["--k", "8", "--events", "5000", "--epsilon", "0.5"])
+
+    def no_parsing(*_: object, **__: object) -> None:
+        raise AssertionError("quickstart parsed an argv")
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", no_parsing)
+    config = quickstart._job_config(args, "/tmp/ckpt")
+    assert config == HeavyHittersConfig(
+        epsilon=0.5,
+        delta=1e-6,
+        k=8,
+        epoch=5000,
+        topic="events",
+        stop_at_end_markers=True,
+        checkpoint_dir="/tmp/ckpt",
+    )
+    args.k = 0
+    assert quickstart.run(args) == 2  # ConfigError, reported before the broker starts

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.clients import kafka_producer
-from privstream.jobs.heavy_hitters import config_from_args, configure
-from privstream.jobs.pipeline import latest_ledger
+from privstream.connectors.scans import latest_ledger
+from privstream.jobs.config import HeavyHittersConfig
 from privstream.operators.release_logic import EpochReleaser
 
 from privstream.accounting import Budget, PrivacyLedger
@@ -37,35 +35,24 @@ def _entry(ledger: PrivacyLedger, ledger_id: str) -> bytes:
 
 def test_latest_committed_ledger_state_is_resumed(kafka_broker) -> None:
     topic = create_topic(kafka_broker.bootstrap, fresh_name("ledger"), compacted=True)
-    parser = argparse.ArgumentParser()
-    configure(parser)
-    config = config_from_args(
-        parser.parse_args(
-            [
-                "--bootstrap",
-                kafka_broker.bootstrap,
-                "--ledger-topic",
-                topic,
-                "--ledger-id",
-                "hh/x",
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-6",
-                "--total-epsilon",
-                "2",
-                "--total-delta",
-                "2e-6",
-                "--k",
-                "8",
-                "--epoch",
-                "10",
-                "--m",
-                "2",
-            ]
-        )
+    config = HeavyHittersConfig(
+        bootstrap=kafka_broker.bootstrap,
+        ledger_topic=topic,
+        ledger_id="hh/x",
+        epsilon=1.0,
+        delta=1e-6,
+        total_epsilon=2.0,
+        total_delta=2e-6,
+        k=8,
+        epoch=10,
+        m=2,
     )
-    assert latest_ledger(config, idle_s=0.5) is None
+
+    def read(idle_s: float) -> bytes | None:
+        return latest_ledger(config.bootstrap, config.ledger_topic, config.release.ledger_id, idle_s=idle_s)
+
+    assert read(0.5) is None
+    assert latest_ledger(config.bootstrap, fresh_name("no-such-topic"), "hh/x", idle_s=0.5) is None
     ledger = PrivacyLedger(Budget(2.0, 2e-6), ledger_id="hh/x")
     producer = kafka_producer(kafka_broker.bootstrap)
     other = PrivacyLedger(Budget(2.0, 2e-6), ledger_id="other")
@@ -75,7 +62,7 @@ def test_latest_committed_ledger_state_is_resumed(kafka_broker) -> None:
         producer.send(topic, key=b"hh/x", value=_entry(ledger, "hh/x"))
     producer.flush()
     producer.close()
-    state = latest_ledger(config, idle_s=1.0)
+    state = read(1.0)
     assert state is not None and len(PrivacyLedger.from_bytes(state).entries) == 2
     # a releaser started from it refuses the next user-level epoch: the budget is spent
     releaser = EpochReleaser(config.release, config.spec, config.policy, state)

@@ -21,7 +21,7 @@ from privstream.operators.payloads import (
 from privstream.operators.shard_logic import EpochMerger, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 
-from privstream.sketches import Build, MisraGries, load_sketch, merge_misra_gries
+from privstream.sketches import Build, MisraGries, load_sketch, merge_in_order
 
 
 def _batch(items: list[int], t0: int = 0, step: int = 1) -> bytes:
@@ -221,7 +221,7 @@ def test_shard_sketcher_and_merger_equal_core_fixed_order_merge() -> None:
     n_epochs = max(len(v) for v in core.values())
     assert [m.epoch for m in merged] == list(range(n_epochs))
     for m in merged:
-        expected = merge_misra_gries([core[s][m.epoch] for s in sorted(core) if m.epoch < len(core[s])], k=k)
+        expected = merge_in_order([core[s][m.epoch] for s in sorted(core) if m.epoch < len(core[s])], k=k)
         got = load_sketch(m.data)
         assert got.build is Build.MERGED
         assert got.counters() == expected.counters() and got.n == expected.n
@@ -241,7 +241,7 @@ def test_merger_waits_for_every_shard_and_fills_missing_with_empty() -> None:
 
 
 def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
-    from privstream.sketches import PrivacyAwareMisraGries, merge_pamg
+    from privstream.sketches import PrivacyAwareMisraGries, merge_in_order
 
     spec, policy = SketchSpec("pamg", 6, 2), CountEpochs(50)
     users = {s: [(s * 1000 + u, (u % 7, (u * 3) % 11 + 20)) for u in range(60)] for s in range(2)}
@@ -260,10 +260,10 @@ def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
         for s in sorted(users):
             core = PrivacyAwareMisraGries(6, 2)
             for _, items in users[s][m.epoch * 50 : (m.epoch + 1) * 50]:
-                core.update_user(items)
+                core.update(items)
             shards.append(core)
         got = load_sketch(m.data)
-        assert got.build is Build.PAMG_MERGED and got.counters() == merge_pamg(shards).counters()
+        assert got.build is Build.PAMG_MERGED and got.counters() == merge_in_order(shards).counters()
     with pytest.raises(ValueError):
         ShardSketcher(0, spec, policy, {}, ShardProgress()).add(UserSetPayload(1, (1, 2, 3), 0))
     with pytest.raises(ValueError, match="m:"):
@@ -274,11 +274,11 @@ def test_a_misrouted_event_stops_every_later_release_fail_closed() -> None:
     """One misrouted message (a position-based producer) must not just be dropped — which of the
     right-routed events are counted would then depend on position — the job stops releasing: every
     epoch closed after it is merged as refused, and the releaser publishes nothing and charges nothing."""
-    from privstream.connectors.partitioning import partition_for
     from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
     from privstream.operators.shard_logic import Misrouted
 
     from privstream.accounting import PrivacyLedger
+    from privstream.partitioning import partition_for
 
     spec, policy, shards = SketchSpec("mg", 8), TimeEpochs(1000), 2
     own = [x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 0][:5]
@@ -311,3 +311,42 @@ def test_a_misrouted_event_stops_every_later_release_fail_closed() -> None:
     assert len(releaser.ledger.entries) == 1  # the refused epoch charged nothing
     assert b"REFUSED epoch 1" in entry and b"misrouted" in entry
     assert isinstance(releaser.ledger, PrivacyLedger)
+
+
+def test_a_misrouted_event_also_refuses_epochs_the_merge_still_holds() -> None:
+    """Epoch 0 is closed by shard 0 but waits for shard 1 when shard 0 sees a misrouted event: the
+    refusal travels at once (``Misrouted.messages``), so epoch 0 is refused when shard 1 completes it."""
+    from privstream.operators.shard_logic import Misrouted
+
+    from privstream.partitioning import partition_for
+
+    spec, policy, shards = SketchSpec("mg", 8), TimeEpochs(1000), 2
+    own = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 0)
+    other = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 1)
+    sketcher = ShardSketcher(0, spec, policy, {}, ShardProgress(), shards)
+    merger = EpochMerger(shards, spec)
+    merged = []
+    for msg in (
+        sketcher.add(WatermarkPayload("clock", 0))[0] + sketcher.add(WatermarkPayload("clock", 1000))[0]
+    ):
+        merged += merger.add(msg)
+    merged += merger.add(ShardSketch(1, None, None, -1))  # shard 1 has started, closed nothing yet
+    assert merged == []
+    with pytest.raises(Misrouted) as caught:
+        sketcher.add(EventPayload(np.asarray([own, other]), np.full(2, 1500, dtype=np.int64)))
+    assert [m.refused is not None for m in caught.value.messages] == [True]
+    for msg in caught.value.messages:
+        merged += merger.add(msg)
+    merged += merger.add(ShardSketch(1, 0, spec.new().to_bytes(), 0))
+    assert [(m.epoch, m.refused is not None) for m in merged] == [(0, True)]
+
+
+def test_a_rejected_user_set_takes_no_count_epoch_position() -> None:
+    """The operator dead-letters a set larger than m without saving progress; the Flink-free logic
+    must agree (reject before the set takes a position), or later count epochs would shift."""
+    sketcher = ShardSketcher(0, SketchSpec("pamg", 8, 2), CountEpochs(2), {}, ShardProgress())
+    with pytest.raises(ValueError, match="m"):
+        sketcher.add(UserSetPayload(1, (1, 2, 3), 0))
+    assert sketcher.progress.seen == 0
+    sketcher.add(UserSetPayload(2, (1, 2), 0))
+    assert sketcher.progress.seen == 1

@@ -69,6 +69,33 @@ def test_ldp_producer_never_emits_a_raw_value(
         assert abs(estimate - 100) <= 4.5 * math.sqrt(grr.variance(100, len(values)))
 
 
+def test_what_reaches_the_wire_is_distributed_as_grr_not_as_the_raw_values(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """Every client holds the SAME value, so the reports on the wire must follow GRR's output law
+    (keep w.p. e^ε/(e^ε+d−1), each other value w.p. 1/(e^ε+d−1)); a producer that skipped or
+    weakened randomisation (all 600 reports equal to the raw value, or ε effectively larger) fails
+    the chi-square test. Level α = 1e-3 (the false-failure rate), fixed seed, read from raw bytes."""
+    from scipy import stats
+
+    topic = unique_topic(partitions=2)
+    grr = GeneralizedRandomizedResponse(1.0, SECRETS, rng=SeededRandomSource(21))
+    n = 600
+    with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
+        for _ in range(n):
+            producer.submit(SECRETS[0])
+        producer.flush()
+    outputs = [
+        grr.decode_index(report_from_record(decode(m.value)[1]))
+        for m in _read_raw(kafka_broker.bootstrap, topic, n)
+    ]
+    observed = [outputs.count(i) for i in range(len(SECRETS))]
+    keep = math.exp(1.0) / (math.exp(1.0) + len(SECRETS) - 1)
+    expected = [n * keep] + [n * (1 - keep) / (len(SECRETS) - 1)] * (len(SECRETS) - 1)
+    assert stats.chisquare(observed, expected).pvalue > 1e-3, observed
+    assert observed[0] < 0.5 * n  # raw values would give all n here
+
+
 def test_ldp_producer_has_no_path_for_raw_values(
     kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
 ) -> None:

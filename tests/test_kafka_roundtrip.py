@@ -388,6 +388,8 @@ def test_user_sets_go_to_their_users_partition_and_pass_the_jobs_routing_check(
         assert producer.send_user_sets(users, sets, 1000) == len(users)
         with pytest.raises(ValueError, match="user_ids"):
             producer.send_user_sets([None], [[1]])
+        with pytest.raises(ValueError, match="appears twice"):
+            producer.send_user_sets([1, 1], [[1], [2]])
         counts = producer.finish()
     assert sum(counts.values()) == len(users) and len([c for c in counts.values() if c]) > 1
     got = {}

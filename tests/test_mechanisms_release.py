@@ -35,8 +35,7 @@ from privstream.sketches import (
     PrivacyAwareMisraGries,
     StandardMisraGries,
     item_order_key,
-    merge_misra_gries,
-    merge_pamg,
+    merge_in_order,
 )
 
 BUDGET = Budget(1.0, 1e-3)
@@ -61,7 +60,7 @@ def standard(items: list[int], k: int) -> StandardMisraGries:
 
 
 def merged(k: int) -> StandardMisraGries:
-    return merge_misra_gries([standard(stream(s), k) for s in (1, 2, 3)])
+    return merge_in_order([standard(stream(s), k) for s in (1, 2, 3)])
 
 
 def test_pmg_refused_on_merged_and_standard_sketches() -> None:
@@ -94,7 +93,7 @@ def test_user_level_release_needs_m() -> None:
     pamg = PrivacyAwareMisraGries(8, 3)
     rng = np.random.default_rng(5)
     for _ in range(400):
-        pamg.update_user({int(x) for x in rng.zipf(1.5, 3) % 50})
+        pamg.update({int(x) for x in rng.zipf(1.5, 3) % 50})
     out = release(pamg, BUDGET, mechanism="gshm", rng=SeededRandomSource(1))
     assert "user" in out.privacy_unit and "user" in out.neighbour_relation
     assert "M/(k+1)" in out.error_bound.sketch_term
@@ -103,8 +102,8 @@ def test_user_level_release_needs_m() -> None:
         reasons["pmg"] and reasons["pure_topk"] and not reasons["gshm"] and not reasons["laplace_threshold"]
     )
     other = PrivacyAwareMisraGries(8, 3)
-    other.update_user({1, 2, 3})
-    both = merge_pamg([pamg, other])  # Thm 8.12: merged PAMG + GSHM with l = k
+    other.update({1, 2, 3})
+    both = merge_in_order([pamg, other])  # Thm 8.12: merged PAMG + GSHM with l = k
     assert both.build is Build.PAMG_MERGED
     out = release(both, BUDGET, rng=SeededRandomSource(2))
     assert out.mechanism in ("gshm", "laplace_threshold") and "user" in out.privacy_unit
@@ -181,15 +180,15 @@ def test_release_pmg_noises_all_k_slots_of_the_sketch(monkeypatch: pytest.Monkey
     dummies of a sketch that has not filled up."""
     import importlib
 
-    release_module = importlib.import_module("privstream.mechanisms.release")  # the module, not the function
+    pmg_module = importlib.import_module("privstream.mechanisms.pmg")  # the registered mechanism's module
     seen: list[list] = []
-    real_pmg = release_module.pmg_release
+    real_pmg = pmg_module.pmg_release
 
     def spy(slots, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         seen.append(list(slots))
         return real_pmg(slots, *args, **kwargs)
 
-    monkeypatch.setattr(release_module, "pmg_release", spy)
+    monkeypatch.setattr(pmg_module, "pmg_release", spy)
     sketch = alg1([1, 1, 2, 3, 4], 6)  # 4 distinct, k = 6: two dummies; no decrement yet
     sketch.update(5)
     sketch.update(6)
@@ -246,8 +245,8 @@ def _violations(
     [
         ("pmg", lambda s: alg1(s, 16)),
         ("pmg_standard", lambda s: standard(s, 16)),
-        ("gshm", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
-        ("laplace_threshold", lambda s: merge_misra_gries([standard(s[:1500], 16), standard(s[1500:], 16)])),
+        ("gshm", lambda s: merge_in_order([standard(s[:1500], 16), standard(s[1500:], 16)])),
+        ("laplace_threshold", lambda s: merge_in_order([standard(s[:1500], 16), standard(s[1500:], 16)])),
         ("pure_topk", lambda s: alg1(s, 16)),
         ("chan_topk", lambda s: standard(s, 16)),
         ("chan_pmg", lambda s: standard(s, 16)),
@@ -295,7 +294,7 @@ def test_gshm_uses_calibrated_parameters() -> None:
 def _pamg() -> PrivacyAwareMisraGries:
     pamg = PrivacyAwareMisraGries(8, 3)
     for user in ({1, 2, 3}, {1, 4}, {1, 2}):
-        pamg.update_user(user)
+        pamg.update(user)
     return pamg
 
 

@@ -26,7 +26,7 @@ from privstream.accounting import Budget
 from privstream.mechanisms import pmg_threshold, release
 from privstream.mechanisms.common import add_laplace, laplace_scale, threshold_and_sort
 from privstream.noise import SeededRandomSource
-from privstream.sketches import MisraGries, StandardMisraGries, merge_misra_gries
+from privstream.sketches import MisraGries, StandardMisraGries, merge_in_order
 
 EPS, DELTA = 1.0, 1e-3
 ALPHA_TOTAL = 1e-3
@@ -96,8 +96,8 @@ def merged_pair_all_shifted(k: int, c: int) -> tuple[StandardMisraGries, Standar
     partition, the extra element 99 arrives when all k counters are >= 1 and decrements them all."""
     base = [x for x in range(k) for _ in range(c)]
     other = standard_of([200 + (i % 3) for i in range(30)], k)
-    small = merge_misra_gries([standard_of([*base, 99], k), other], k)
-    big = merge_misra_gries([standard_of(base, k), other], k)
+    small = merge_in_order([standard_of([*base, 99], k), other], k=k)
+    big = merge_in_order([standard_of(base, k), other], k=k)
     return big, small
 
 
@@ -107,8 +107,8 @@ def merged_pair_new_keys(k: int, c: int) -> tuple[StandardMisraGries, StandardMi
     half = k // 2
     base = [x for x in range(half) for _ in range(c)] + list(range(100, 100 + k - half))
     other = standard_of([0] * 5, k)  # merging in a partition that holds only a shared key
-    small = merge_misra_gries([standard_of([*base, 99], k), other], k)
-    big = merge_misra_gries([standard_of(base, k), other], k)
+    small = merge_in_order([standard_of([*base, 99], k), other], k=k)
+    big = merge_in_order([standard_of(base, k), other], k=k)
     return big, small
 
 

@@ -42,7 +42,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
-from privstream.connectors.partitioning import partition_for
 from privstream.operators.epochs import CountEpochs, EpochPolicy, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, UserSetPayload, WatermarkPayload
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
@@ -52,13 +51,13 @@ from privstream.operators.sketch_spec import SketchSpec
 from privstream.accounting import Budget
 from privstream.mechanisms import release
 from privstream.noise import SeededRandomSource
+from privstream.partitioning import partition_for
 from privstream.sketches import (
     Build,
     MisraGries,
     PrivacyAwareMisraGries,
     StandardMisraGries,
-    merge_misra_gries,
-    merge_pamg,
+    merge_in_order,
 )
 from tests.test_privacy_audit import audit, runs, threshold_events, total_value
 from tests.test_sketch_reference import lemma2_case
@@ -83,7 +82,7 @@ def old_batch_semantics(stream: list[int], k: int, batch: int) -> StandardMisraG
         for x in stream[start : start + batch]:
             part.update(x)
         parts.append(part)
-    return merge_misra_gries(parts, k=k)
+    return merge_in_order(parts, k=k)
 
 
 def max_counter_gap(a: Mapping, b: Mapping) -> int:
@@ -160,10 +159,10 @@ def test_exhaustive_cor_7_2_for_hash_routed_shards() -> None:
     shard, merged in shard order: one-signed, <= 1 per counter, <= k keys (Cor. 7.2)."""
     for stream in _streams(4, 6):
         s = list(stream)
-        merged = merge_misra_gries([batched_alg1(p, 2, 2) for p in _hash_shards(s, 2)], k=2).counters()
+        merged = merge_in_order([batched_alg1(p, 2, 2) for p in _hash_shards(s, 2)], k=2).counters()
         for i in range(len(s)):
             t = s[:i] + s[i + 1 :]
-            other = merge_misra_gries([batched_alg1(p, 2, 2) for p in _hash_shards(t, 2)], k=2).counters()
+            other = merge_in_order([batched_alg1(p, 2, 2) for p in _hash_shards(t, 2)], k=2).counters()
             one_signed_step(merged, other, 2)
 
 
@@ -171,8 +170,8 @@ def test_user_hash_routed_shards_on_the_adversarial_pair() -> None:
     """Events keyed by user (each event its own user here) in 3 shards: removing the early event
     changes one shard only, and the merged sketches keep the Cor. 7.2 structure."""
     users = list(range(len(PATTERN)))
-    big = merge_misra_gries([batched_alg1(p, K, 2) for p in _hash_shards(PATTERN, 3, users)], k=K).counters()
-    small = merge_misra_gries(
+    big = merge_in_order([batched_alg1(p, K, 2) for p in _hash_shards(PATTERN, 3, users)], k=K).counters()
+    small = merge_in_order(
         [batched_alg1(p, K, 2) for p in _hash_shards(PATTERN[1:], 3, users[1:])], k=K
     ).counters()
     one_signed_step(big, small, K)
@@ -240,7 +239,7 @@ def test_pamg_user_hash_shards_merged_keep_cor_8_10() -> None:
             sk = PrivacyAwareMisraGries(6, 3)
             sk.update_batch([u for u, p in zip(us, parts, strict=True) if p == s])
             shards.append(sk)
-        return merge_pamg(shards).counters()
+        return merge_in_order(shards).counters()
 
     one_signed_step(merged(users, ids), merged(users[1:], ids[1:]), 6)
 

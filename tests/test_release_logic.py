@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.operators.epochs import CountEpochs, TimeEpochs
-from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
+from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, noise_error
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
 from privstream.noise.rng import KeyedRandomSource, new_noise_key
-from privstream.sketches import MisraGries, merge_misra_gries
+from privstream.sketches import MisraGries, merge_in_order
 
 CONFIG = ReleaseConfig(epsilon=1.0, delta=1e-6, total_epsilon=2.0, total_delta=2e-6, ledger_id="hh/test")
 SPEC = SketchSpec("mg", 16)
@@ -22,7 +22,7 @@ def _merged(epoch: int) -> MergedEpoch:
         shard = MisraGries(16)
         shard.update_batch(part)
         shards.append(shard)
-    return MergedEpoch(epoch, merge_misra_gries(shards).to_bytes(), len(shards))
+    return MergedEpoch(epoch, merge_in_order(shards).to_bytes(), len(shards))
 
 
 def _release(policy, key: bytes | None) -> dict:
@@ -69,7 +69,7 @@ def test_count_epochs_state_the_replace_relation_with_group_calibration() -> Non
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     timed = _release(TimeEpochs(1000), new_noise_key())
     assert timed["neighbour_relation"].startswith("add/remove one event")
-    assert record["error_bound"] > timed["error_bound"]  # half the ε per step: more noise
+    assert noise_error(record["error_bound"]) > noise_error(timed["error_bound"])  # half the ε per step
 
 
 def test_restored_ledger_is_reconciled_with_the_more_advanced_topic_state() -> None:
@@ -91,15 +91,40 @@ def test_restored_ledger_is_reconciled_with_the_more_advanced_topic_state() -> N
 
 def test_window_variant_releases_state_the_data_driven_watermark_assumption() -> None:
     """``--operator window --trust-event-time``: the release's neighbour relation carries the
-    data-driven-watermark assumption; punctuation-closed epochs carry none."""
+    data-driven-watermark assumption and the unchecked routing, which replaces the job's verified
+    routing (composition never strengthens a claim); punctuation-closed epochs carry neither."""
     from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
 
     window = TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION)
     plain = _release(TimeEpochs(1000), new_noise_key())["neighbour_relation"]
-    assert DATA_DRIVEN_WATERMARK_ASSUMPTION not in plain
-    shards = SPEC.shard_relation
-    assert plain.endswith(shards)
-    assert (
-        _release(window, new_noise_key())["neighbour_relation"]
-        == plain.removesuffix(shards) + DATA_DRIVEN_WATERMARK_ASSUMPTION + shards
-    )
+    windowed = _release(window, new_noise_key())["neighbour_relation"]
+    watermark, routing = (c.render() for c in DATA_DRIVEN_WATERMARK_ASSUMPTION)
+    assert watermark.startswith("ASSUMES") and routing.startswith("ASSUMES")
+    assert watermark not in plain and routing not in plain and "ASSUMES" not in plain
+    assert watermark in windowed and routing in windowed
+    assert "releases nothing more" in plain and "releases nothing more" not in windowed
+    assert "closed by Flink's data-driven watermark" in windowed and "punctuations" in plain
+    assert "hash of the item" in plain and "hash of the item" in windowed
+
+
+def test_avro_release_carries_the_whole_error_bound_and_old_messages_still_decode() -> None:
+    """``Release.error_bound`` is an ``ErrorBound`` record (β, the symbolic sketch term, the
+    systematic coefficient …), and messages written with ``Release.v1`` (one double) decode to that
+    double through the kept v1 schema (Avro resolution into the union's double branch)."""
+    import json
+    from importlib import resources
+
+    from privstream.connectors.avro_codec import SchemaRegistry, fingerprint
+
+    record = _release(TimeEpochs(1000), new_noise_key())
+    bound = record["error_bound"]
+    assert set(bound) == {"below", "above", "beta", "sketch_term", "systematic", "derivation"}
+    assert bound["beta"] == 0.05 and "N/(k+1)" in bound["sketch_term"] and bound["systematic"] == 0.0
+    assert noise_error(bound) == max(bound["below"], bound["above"]) > 0
+    v1_text = (resources.files("privstream.connectors") / "schemas" / "Release.v1.avsc").read_text()
+    v1 = SchemaRegistry()
+    v1.register(json.loads(v1_text))
+    assert v1.current("Release").fingerprint != fingerprint("Release")
+    old = {**record, "error_bound": 12.5}
+    assert decode(v1.encode("Release", old)) == ("Release", old)
+    assert noise_error(decode(v1.encode("Release", old))[1]["error_bound"]) == 12.5

@@ -17,7 +17,7 @@ from privstream.sketches import (
     MisraGries,
     PrivacyAwareMisraGries,
     StandardMisraGries,
-    merge_misra_gries,
+    merge_in_order,
 )
 from tests.test_sketch_reference import (
     alg1_reference,
@@ -232,8 +232,8 @@ def test_merge_structure_for_a_fixed_order(streams, k, data, kinds) -> None:
     smaller = drop_one(streams, data)
     if smaller is None:
         return
-    merged = merge_misra_gries([build(kinds[i], s) for i, s in enumerate(streams)])
-    merged2 = merge_misra_gries([build(kinds[i], s) for i, s in enumerate(smaller)])
+    merged = merge_in_order([build(kinds[i], s) for i, s in enumerate(streams)])
+    merged2 = merge_in_order([build(kinds[i], s) for i, s in enumerate(smaller)])
     assert merged.build is Build.MERGED
     assert_one_signed(merged.counters(), merged2.counters(), k)
     everything = [x for s in streams for x in s]
@@ -254,13 +254,13 @@ def test_merge_in_place_and_parameter_checks() -> None:
     with pytest.raises(TypeError):
         a.merge(PrivacyAwareMisraGries(3, 2))
     with pytest.raises(ValueError, match="k"):
-        merge_misra_gries([MisraGries(2), MisraGries(3)])
-    assert merge_misra_gries([MisraGries(2), MisraGries(3)], k=2).k == 2
+        merge_in_order([MisraGries(2), MisraGries(3)])
+    assert merge_in_order([MisraGries(2), MisraGries(3)], k=2).k == 2
     with pytest.raises(ValueError, match="k"):
-        merge_misra_gries([MisraGries(2)], k=3)
+        merge_in_order([MisraGries(2)], k=3)
     with pytest.raises(ValueError, match="empty"):
-        merge_misra_gries([])
-    single = merge_misra_gries([alg1(2, [1, 2, 3, 1])])
+        merge_in_order([])
+    single = merge_in_order([alg1(2, [1, 2, 3, 1])])
     assert single.build is Build.MERGED and single.counters() == {1: 1}
 
 

@@ -62,9 +62,10 @@ def test_build_guarantees_table() -> None:
         assert g.l1_sensitivity(k) == k and math.isclose(g.l2_sensitivity(k), 4.0)
         assert Build.from_code(build.code) is build
         assert g.neighbour_relation and g.privacy_unit and g.reference
-    assert [b for b in Build if b.guarantees.pmg == "alg2"] == [Build.ALG1_SEQUENTIAL]
-    assert Build.STANDARD_SEQUENTIAL.guarantees.pmg == "section_5_1"
-    assert Build.MERGED.guarantees.pmg is None and not Build.MERGED.guarantees.sensitivity_reduction
+    assert [b for b in Build if b.guarantees.alg1_slots] == [Build.ALG1_SEQUENTIAL]
+    sequential = {Build.ALG1_SEQUENTIAL, Build.STANDARD_SEQUENTIAL}
+    assert {b for b in Build if b.guarantees.sequential_mg} == sequential
+    assert not Build.MERGED.guarantees.sensitivity_reduction
     assert Build.ALG1_SEQUENTIAL.guarantees.differing_keys_per_side(k) == 2
     assert Build.MERGED.guarantees.differing_keys_per_side(k) == k
     assert "user" in Build.PAMG.guarantees.privacy_unit and "event" == Build.MERGED.guarantees.privacy_unit

@@ -15,7 +15,7 @@ from privstream.sketches import (
     Build,
     PrivacyAwareMisraGries,
     StandardMisraGries,
-    merge_pamg,
+    merge_in_order,
 )
 from privstream.sketches.order import INT64_MIN
 from tests.test_sketch_reference import (
@@ -34,7 +34,7 @@ ks = st.integers(M + 1, M + 4)
 def pamg(k: int, users, m: int = M) -> PrivacyAwareMisraGries:
     sketch = PrivacyAwareMisraGries(k, m)
     for u in users:
-        sketch.update_user(u)
+        sketch.update(u)
         assert len(sketch.counters()) <= k  # Lemma 8.8: |T| <= k after every user
     return sketch
 
@@ -80,8 +80,8 @@ def test_cor_8_10_merged_structure_and_lemma_8_11(streams, k, data, batched) -> 
     smaller = drop_one(streams, data)
     if smaller is None:
         return
-    merged = merge_pamg([sketch_of(s, batched[i]) for i, s in enumerate(streams)])
-    merged2 = merge_pamg([sketch_of(s, batched[i]) for i, s in enumerate(smaller)])
+    merged = merge_in_order([sketch_of(s, batched[i]) for i, s in enumerate(streams)])
+    merged2 = merge_in_order([sketch_of(s, batched[i]) for i, s in enumerate(smaller)])
     assert merged.build is Build.PAMG_MERGED
     assert_one_signed(merged.counters(), merged2.counters(), k)
     all_users = [u for s in streams for u in s]
@@ -150,13 +150,13 @@ def test_batch_paths_equal_user_by_user(prefix, batch, k) -> None:
 def test_user_validation() -> None:
     sketch = PrivacyAwareMisraGries(5, 2)
     with pytest.raises(ValueError, match="m=2"):
-        sketch.update_user([1, 2, 3])
+        sketch.update([1, 2, 3])
     with pytest.raises(ValueError, match="distinct"):
-        sketch.update_user([1, 1])
+        sketch.update([1, 1])
     with pytest.raises(ValueError, match="distinct"):
         sketch.update_batch([[1], ["a", "a"]])
     with pytest.raises(TypeError):
-        sketch.update_user([True])
+        sketch.update([True])
     with pytest.raises(ValueError, match="distinct"):
         sketch.update_batch_flat(np.array([4, 2, 2]), np.array([0, 1, 3]))
     with pytest.raises(ValueError, match="distinct"):
@@ -205,15 +205,16 @@ def test_merge_requires_same_m_and_family() -> None:
     with pytest.raises(TypeError):
         PrivacyAwareMisraGries(5, 2).merge(StandardMisraGries(5))
     with pytest.raises(ValueError, match="m"):
-        merge_pamg([PrivacyAwareMisraGries(5, 2), PrivacyAwareMisraGries(5, 3)])
+        merge_in_order([PrivacyAwareMisraGries(5, 2), PrivacyAwareMisraGries(5, 3)])
 
 
 def test_update_is_the_per_user_step() -> None:
-    """``update`` (the interface every sketch has) takes one user's set, exactly like ``update_user``."""
-    a, b = PrivacyAwareMisraGries(4, 2), PrivacyAwareMisraGries(4, 2)
+    """``update`` (the protocol's stream element) is one Alg. 4 step for one user's set: the third
+    user overflows k = 4 keys, so every counter is decremented once (not once per item)."""
+    a = PrivacyAwareMisraGries(4, 2)
     for user in ([1, 2], [2, 3], [4, 5], [1]):
         a.update(user)
-        b.update_user(user)
-    assert a.to_bytes() == b.to_bytes() and a.n_users == 4
+    assert a.counters() == {1: 1, 2: 1} and a.n_users == 4 and a.n == 7
+    assert not hasattr(a, "update_user")
     with pytest.raises(ValueError, match="m=2"):
         a.update([1, 2, 3])

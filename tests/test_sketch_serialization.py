@@ -21,10 +21,10 @@ from privstream.sketches import (
     SketchFormatError,
     StandardMisraGries,
     load_sketch,
-    merge_misra_gries,
+    merge_in_order,
     reduce_sensitivity,
 )
-from privstream.sketches.binary_format import SketchType, encode, encode_counters
+from privstream.sketches.binary_format import encode, encode_counters
 
 items = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=6))
 
@@ -60,8 +60,8 @@ def examples() -> dict[str, object]:
     for x in stream:
         std.update(x)
     pamg = PrivacyAwareMisraGries(4, 2)
-    pamg.update_user([1, "a"])
-    pamg.update_user([2])
+    pamg.update([1, "a"])
+    pamg.update([2])
     pamg_merged = PrivacyAwareMisraGries(4, 2)
     pamg_merged.update_batch([[1, 2], ["b"]])
     cms = CountMinSketch(16, 3, 2**64 - 1)
@@ -71,7 +71,7 @@ def examples() -> dict[str, object]:
         "alg1_fresh": MisraGries(5),
         "alg1_merged": merged_alg1,
         "standard": std,
-        "merged": merge_misra_gries([std, alg1(4, stream)]),
+        "merged": merge_in_order([std, alg1(4, stream)]),
         "pamg": pamg,
         "pamg_merged": pamg_merged,
         "reduced": reduce_sensitivity(alg1(3, stream)),
@@ -129,38 +129,38 @@ def test_wrong_type_wrong_version_and_bad_magic() -> None:
 @pytest.mark.parametrize(
     ("sketch_type", "params", "counters", "message"),
     [
-        (SketchType.STANDARD_MISRA_GRIES, [2, 10, Build.MERGED.code], {1: 1, 2: 1, 3: 1}, "k counters"),
-        (SketchType.STANDARD_MISRA_GRIES, [2, 1, Build.MERGED.code], {1: 5}, "sum"),
-        (SketchType.STANDARD_MISRA_GRIES, [2, 10, Build.ALG1_SEQUENTIAL.code], {1: 1}, "build"),
-        (SketchType.STANDARD_MISRA_GRIES, [2, 10, 99], {1: 1}, "build"),
-        (SketchType.STANDARD_MISRA_GRIES, [2, 10, Build.MERGED.code], {1: 0}, "zero"),
-        (SketchType.MISRA_GRIES, [3, 10, Build.ALG1_SEQUENTIAL.code, 0], {1: 1}, "exactly k slots"),
-        (SketchType.MISRA_GRIES, [2, 4, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(1): 0}, "sum identity"),
-        (SketchType.MISRA_GRIES, [2, 1, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(5): 0}, "suffix"),
+        (StandardMisraGries, [2, 10, Build.MERGED.code], {1: 1, 2: 1, 3: 1}, "k counters"),
+        (StandardMisraGries, [2, 1, Build.MERGED.code], {1: 5}, "sum"),
+        (StandardMisraGries, [2, 10, Build.ALG1_SEQUENTIAL.code], {1: 1}, "build"),
+        (StandardMisraGries, [2, 10, 99], {1: 1}, "build"),
+        (StandardMisraGries, [2, 10, Build.MERGED.code], {1: 0}, "zero"),
+        (MisraGries, [3, 10, Build.ALG1_SEQUENTIAL.code, 0], {1: 1}, "exactly k slots"),
+        (MisraGries, [2, 4, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(1): 0}, "sum identity"),
+        (MisraGries, [2, 1, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, Dummy(5): 0}, "suffix"),
         # unreachable Alg. 1 states: dummies are used in order, never counted, and none is left
         # once a decrement happened (so no real key is at 0 beside a dummy)
-        (SketchType.MISRA_GRIES, [3, 2, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, 2: 1, Dummy(0): 0}, "suffix"),
+        (MisraGries, [3, 2, Build.ALG1_SEQUENTIAL.code, 0], {1: 1, 2: 1, Dummy(0): 0}, "suffix"),
         (
-            SketchType.MISRA_GRIES,
+            MisraGries,
             [2, 2, Build.ALG1_SEQUENTIAL.code, 0],
             {1: 1, Dummy(1): 1},
             "exactly the dummies",
         ),
         (
-            SketchType.MISRA_GRIES,
+            MisraGries,
             [3, 1, Build.ALG1_SEQUENTIAL.code, 0],
             {1: 1, 2: 0, Dummy(2): 0},
             "exactly the",
         ),
         (
-            SketchType.MISRA_GRIES,
+            MisraGries,
             [2, 4, Build.ALG1_SEQUENTIAL.code, 1],
             {1: 1, Dummy(1): 0},
             "never decremented",
         ),
-        (SketchType.PAMG, [3, 10, Build.PAMG.code, 3, 5], {1: 1}, "m < k"),
-        (SketchType.PAMG, [3, 10, Build.PAMG.code, 1, 5], {1: 1}, "m \\* users"),
-        (SketchType.REDUCED, [3, 10, Build.MERGED.code, 1], {1: 1}, "cannot be reduced"),
+        (PrivacyAwareMisraGries, [3, 10, Build.PAMG.code, 3, 5], {1: 1}, "m < k"),
+        (PrivacyAwareMisraGries, [3, 10, Build.PAMG.code, 1, 5], {1: 1}, "m \\* users"),
+        (ReducedSketch, [3, 10, Build.MERGED.code, 1], {1: 1}, "cannot be reduced"),
     ],
 )
 def test_semantically_invalid_payload_with_valid_checksum(sketch_type, params, counters, message) -> None:
@@ -173,7 +173,7 @@ def test_cms_rows_must_sum_to_n() -> None:
     table = np.zeros((2, 4), dtype="<i8")
     table[0, 1] = 3
     with pytest.raises(SketchFormatError, match="sum to n"):
-        CountMinSketch.from_bytes(encode(SketchType.COUNT_MIN, [4, 2, 0, 3], table.tobytes()))
+        CountMinSketch.from_bytes(encode(CountMinSketch, [4, 2, 0, 3], table.tobytes()))
 
 
 @settings(max_examples=60, deadline=None)

@@ -112,6 +112,7 @@ def zcdp_to_dp(rho: float | ZCDPBudget, delta: float) -> Budget:
 def dp_to_zcdp(epsilon: float | Budget, delta: float | None = None) -> ZCDPBudget:
     """DPSW Eq. (1): the largest ρ whose Thm 3.2 conversion gives (ε, δ):
     ρ = ε + 2L − 2√(εL + L²) = (√(L+ε) − √L)², L = ln(1/δ)."""
+    dlt: float | None
     if isinstance(epsilon, Budget):
         eps, dlt = epsilon.epsilon, epsilon.delta if delta is None else delta
     else:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from privstream.accounting.budget import AnyBudget, Budget, ZCDPBudget, budget_from_dict
+from privstream.validation import check_int
 
 _FORMAT = "privstream-ledger"
 _VERSION = 1
@@ -73,8 +74,8 @@ class LedgerEntry:
     @classmethod
     def from_dict(cls, data: dict) -> LedgerEntry:
         epoch = data["epoch"]
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-            raise LedgerFormatError("entry epoch must be an int or null")
+        if epoch is not None:
+            check_int("entry epoch", epoch, minimum=None, type_error=LedgerFormatError)
         return cls(
             int(data["seq"]),
             budget_from_dict(data["budget"]),
@@ -133,7 +134,8 @@ class PrivacyLedger:
             for e in entries:
                 acc = _add(acc, e.budget.exact)
             return acc
-        everywhere, per_epoch = zero, {}
+        everywhere = zero
+        per_epoch: dict[int, tuple[Fraction, ...]] = {}
         for e in entries:
             if e.epoch is None:
                 everywhere = _add(everywhere, e.budget.exact)
@@ -150,7 +152,7 @@ class PrivacyLedger:
         """Total minus spent, componentwise (never negative)."""
         spent = self._spent_exact(self._entries)
         return type(self._total)(
-            *(float(max(t - s, 0)) for t, s in zip(self._total.exact, spent, strict=True))
+            *(float(max(t - s, Fraction(0))) for t, s in zip(self._total.exact, spent, strict=True))
         )
 
     def _check_charge(self, budget: AnyBudget, epoch: int | None) -> LedgerEntry:
@@ -158,8 +160,8 @@ class PrivacyLedger:
             raise TypeError(
                 f"budget must be a {type(self._total).__name__} like the ledger total, not {type(budget).__name__}"
             )
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-            raise TypeError("epoch must be an int or None")
+        if epoch is not None:
+            check_int("epoch", epoch, minimum=None)
         entry = LedgerEntry(len(self._entries), budget, "", epoch, "")
         after = self._spent_exact([*self._entries, entry])
         if any(s > t for s, t in zip(after, self._total.exact, strict=True)):

@@ -30,14 +30,17 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import TypeVar
 
 from privstream.mechanisms.order_statistics import TopNoiseLevels
 from privstream.noise.discrete import _discrete_laplace
 from privstream.noise.rng import RandomSource
 from privstream.sketches import Item, item_order_key, normalize_item
 from privstream.sketches.order import INT64_MAX, INT64_MIN
+from privstream.validation import check_int
 
 Domain = range | Sequence[Item]
+_W = TypeVar("_W")  # what a candidate value stands for: its item, or None for a noise-only value
 
 
 class DeclaredDomain:
@@ -73,13 +76,14 @@ class DeclaredDomain:
         """d, the number of domain elements."""
         return self._size
 
-    def position(self, item: object) -> int | None:
+    def position(self, item: Item) -> int | None:
         """Index of ``item`` in the domain, or None if it is not a member."""
         if self._range is not None:
             if type(item) is int and item in self._range:
                 return self._range.index(item)
             return None
-        return self._index.get(item)  # type: ignore[union-attr, arg-type]
+        assert self._index is not None  # a sequence domain always has its index (__init__)
+        return self._index.get(item)
 
     def item(self, position: int) -> Item:
         return self._items[position]
@@ -100,7 +104,7 @@ def declared_domain(domain: Domain | DeclaredDomain) -> DeclaredDomain:
     return domain if isinstance(domain, DeclaredDomain) else DeclaredDomain(domain)
 
 
-def _select(candidates: list[tuple[int, object]], k: int, rng: RandomSource) -> list[tuple[int, object]]:
+def _select(candidates: list[tuple[int, _W]], k: int, rng: RandomSource) -> list[tuple[int, _W]]:
     """The k largest values; among those tied at the boundary value, a uniformly random subset."""
     if len(candidates) <= k:
         return candidates
@@ -115,13 +119,12 @@ def _select(candidates: list[tuple[int, object]], k: int, rng: RandomSource) -> 
     return chosen + tied[:need]
 
 
-def _finish(selected: list[tuple[int, object]]) -> list[tuple[Item, int]]:
+def _finish(selected: list[tuple[int, Item]]) -> list[tuple[Item, int]]:
     return sorted(((item, value) for value, item in selected), key=lambda p: item_order_key(p[0]))
 
 
 def _check(values: Mapping[Item, int], universe: DeclaredDomain, k: int) -> dict[int, int]:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    check_int("k", k, type_error=ValueError)
     return universe.restrict(values)
 
 
@@ -185,16 +188,17 @@ def noisy_top_k(
         at_last_level = at_last_level + 1 if levels and levels[-1] == z else 1
         levels.append(z)
     floor = min_value
-    candidates: list[tuple[int, object]] = [(v, x) for v, x in stored_noisy if floor is None or v >= floor]
-    noise_marker = object()
-    candidates += [(z, noise_marker) for z in levels]
+    candidates: list[tuple[int, Item | None]] = [
+        (v, x) for v, x in stored_noisy if floor is None or v >= floor
+    ]
+    candidates += [(z, None) for z in levels]  # None: a noise-only value, its item drawn below
     selected = _select(candidates, k, rng)
     # Identities of the selected noise-only values: a uniform random subset of the noise-only
     # positions (rejection sampling; N > naive_limit keeps the acceptance rate high).
     taken: set[int] = set()
-    out: list[tuple[int, object]] = []
+    out: list[tuple[int, Item]] = []
     for value, who in selected:
-        if who is noise_marker:
+        if who is None:
             while True:
                 pos = rng.randbelow(universe.size)
                 if pos not in stored and pos not in taken:

@@ -45,6 +45,7 @@ from functools import lru_cache
 import numpy as np
 
 from privstream.mechanisms.common import add_gaussian, check_delta, check_epsilon, threshold_and_sort
+from privstream.mechanisms.registry import ONE_SIGNED_K, Calibration, Mechanism, PrivacyMap, Request
 from privstream.mechanisms.release_types import ErrorBound
 from privstream.noise.distributions import (
     discrete_gaussian_abs_tail,
@@ -54,6 +55,7 @@ from privstream.noise.distributions import (
 )
 from privstream.noise.rng import RandomSource
 from privstream.sketches import Key
+from privstream.validation import check_int
 
 _erfc = np.vectorize(math.erfc, otypes=[float])
 
@@ -176,8 +178,7 @@ def calibrate_gshm(epsilon: float, delta: float, ell: int, beta: float = 0.05) -
     """Choose σ² (a rational with denominator 100) minimising the error bound τ + b, with τ the
     smallest integer satisfying the (discrete, conservative) Thm 8.5 condition for that σ²."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    if isinstance(ell, bool) or not isinstance(ell, int) or ell < 1:
-        raise ValueError(f"ell must be a positive int, got {ell!r}")
+    check_int("ell", ell, type_error=ValueError)
 
     def evaluate(sigma: float) -> GSHMParameters | None:
         s2 = Fraction(math.ceil(sigma * sigma * 100), 100)
@@ -231,3 +232,34 @@ def gshm_error_bound(params: GSHMParameters, sketch_term: str) -> ErrorBound:
         sketch_term=sketch_term,
         derivation=f"Lebeda-Tetek Thm 8.12 style: b={b} with ell·Pr[|Y|>b]<=beta, tau={params.tau}",
     )
+
+
+# ---- the registered mechanism ----------------------------------------------------------------------
+
+
+def _calibrate(request: Request) -> Calibration:
+    b = request.budget
+    params = calibrate_gshm(b.epsilon, b.delta, request.k, request.beta)
+    return Calibration(
+        gshm_error_bound(params, request.sketch_term),
+        (("sigma2", params.sigma2), ("tau", params.tau), ("threshold", params.threshold), ("l", request.k)),
+        params,
+    )
+
+
+def _sample(counters: dict[Key, int], request: Request, calibration: Calibration, rng: RandomSource) -> tuple:
+    return gshm_release(counters, calibration.noise, rng)
+
+
+MECHANISM = Mechanism(
+    name="gshm",
+    title="Gaussian Sparse Histogram Mechanism, l = k",
+    structure=ONE_SIGNED_K,
+    calibrate=_calibrate,
+    sample=_sample,
+    privacy=PrivacyMap(
+        pure=False,
+        theorem="Lebeda-Tetek Thm 8.5 with l = k (Cor. 7.2, Lemma 8.9 / Cor. 8.10, Thm 8.12); discrete "
+        "Gaussian profile bounded via Canonne-Kamath-Steinke 2020",
+    ),
+)

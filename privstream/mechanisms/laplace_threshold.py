@@ -31,6 +31,7 @@ from privstream.mechanisms.common import (
     laplace_scale,
     threshold_and_sort,
 )
+from privstream.mechanisms.registry import ONE_SIGNED_K, Calibration, Mechanism, PrivacyMap, Request
 from privstream.mechanisms.release_types import ErrorBound
 from privstream.noise.distributions import (
     discrete_laplace_abs_tail,
@@ -40,6 +41,7 @@ from privstream.noise.distributions import (
 )
 from privstream.noise.rng import RandomSource
 from privstream.sketches import Key
+from privstream.validation import check_int
 
 
 def new_key_factor(epsilon: float, k: int) -> float:
@@ -57,8 +59,7 @@ def laplace_threshold_delta(epsilon: float, k: int, threshold: int) -> float:
 def laplace_threshold(epsilon: float, delta: float, k: int) -> int:
     """Smallest integer T >= 2 with Pr[Z >= T−1]·C(ε, k) <= δ."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    check_int("k", k, type_error=ValueError)
     guess = 1 + math.ceil((k / eps) * math.log(new_key_factor(eps, k) / dlt))
     return smallest_satisfying(lambda t: laplace_threshold_delta(eps, k, t) <= dlt, 2, guess)
 
@@ -81,3 +82,34 @@ def laplace_threshold_error_bound(
         sketch_term=sketch_term,
         derivation=f"k·Pr[|Z|>b]<=beta with b={b}; unreleased stored keys have c <= T-1+b, T={threshold}",
     )
+
+
+# ---- the registered mechanism ----------------------------------------------------------------------
+
+
+def _calibrate(request: Request) -> Calibration:
+    eps, k = request.budget.epsilon, request.k
+    thr = laplace_threshold(eps, request.budget.delta, k)
+    return Calibration(
+        laplace_threshold_error_bound(eps, thr, k, request.beta, request.sketch_term),
+        (("threshold", thr), ("scale", f"{k}/eps")),
+        thr,
+    )
+
+
+def _sample(counters: dict[Key, int], request: Request, calibration: Calibration, rng: RandomSource) -> tuple:
+    return laplace_threshold_release(counters, request.budget.epsilon, calibration.noise, request.k, rng)
+
+
+MECHANISM = Mechanism(
+    name="laplace_threshold",
+    title="thresholded Laplace(k/ε)",
+    structure=ONE_SIGNED_K,
+    calibrate=_calibrate,
+    sample=_sample,
+    privacy=PrivacyMap(
+        pure=False,
+        theorem="Lebeda-Tetek §7 (trusted aggregator, <= 2k counters): delta = Pr[Z >= T-1]·C(ε, k) for "
+        "one-signed changes of 1 on <= k keys with nested key sets (privstream.mechanisms.laplace_threshold)",
+    ),
+)

@@ -56,6 +56,13 @@ class _LazyUniform:
 class TopNoiseLevels:
     """Generates Q(W_1) ≥ Q(W_2) ≥ … for N i.i.d. discrete Laplace(t) values, one per ``next()``."""
 
+    # Running interval sums over the earlier uniforms at the current precision (_reset_sums).
+    _ln2: Decimal | None  # ln 2, computed on first use at this precision
+    _sum_lo: Decimal | None  # None = −∞
+    _sum_hi: Decimal
+    _size: Decimal
+    _summed: int
+
     def __init__(self, n: int, scale: Fraction, rng: RandomSource) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -94,11 +101,11 @@ class TopNoiseLevels:
         self._log_cdf_cache[z] = out
         return out
 
-    def _terms(self, j: int, v: _LazyUniform) -> tuple[Decimal | None, Decimal]:
+    def _terms(self, j: int, v: _LazyUniform, ln2: Decimal) -> tuple[Decimal | None, Decimal]:
         """ln(V_j)/(N−j) bounds from V_j's bit interval (None = −∞); call inside the context."""
         weight = Decimal(self._n - j)
-        hi = ((Decimal(v.u + 1)).ln() - v.b * self._ln2) / weight
-        lo = None if v.u == 0 else ((Decimal(v.u)).ln() - v.b * self._ln2) / weight
+        hi = ((Decimal(v.u + 1)).ln() - v.b * ln2) / weight
+        lo = None if v.u == 0 else ((Decimal(v.u)).ln() - v.b * ln2) / weight
         return lo, hi
 
     def _log_w(self) -> tuple[Decimal | None, Decimal]:
@@ -108,14 +115,15 @@ class TopNoiseLevels:
             ctx.prec = self._prec
             if self._ln2 is None:
                 self._ln2 = Decimal(2).ln()
+            ln2 = self._ln2
             while self._summed < len(self._uniforms) - 1:
-                lo, hi = self._terms(self._summed, self._uniforms[self._summed])
+                lo, hi = self._terms(self._summed, self._uniforms[self._summed], ln2)
                 self._sum_lo = None if (lo is None or self._sum_lo is None) else self._sum_lo + lo
                 self._sum_hi += hi
                 self._size += abs(hi)
                 self._summed += 1
             last = len(self._uniforms) - 1
-            lo, hi = self._terms(last, self._uniforms[last])
+            lo, hi = self._terms(last, self._uniforms[last], ln2)
             total_lo = None if (lo is None or self._sum_lo is None) else self._sum_lo + lo
             total_hi = self._sum_hi + hi
             m = self._margin(self._size + abs(hi)) * (len(self._uniforms) + 1)
@@ -129,8 +137,8 @@ class TopNoiseLevels:
         self._reset_sums()
 
     def _reset_sums(self) -> None:
-        self._ln2: Decimal | None = None
-        self._sum_lo: Decimal | None = Decimal(0)
+        self._ln2 = None
+        self._sum_lo = Decimal(0)
         self._sum_hi = Decimal(0)
         self._size = Decimal(0)
         self._summed = 0

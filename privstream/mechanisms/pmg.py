@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from privstream.mechanisms.common import (
     add_laplace,
@@ -32,6 +33,13 @@ from privstream.mechanisms.common import (
     check_epsilon,
     laplace_scale,
     threshold_and_sort,
+)
+from privstream.mechanisms.registry import (
+    Calibration,
+    Mechanism,
+    PrivacyMap,
+    Request,
+    Structure,
 )
 from privstream.mechanisms.release_types import ErrorBound
 from privstream.noise.discrete import _discrete_laplace
@@ -45,12 +53,12 @@ from privstream.noise.rng import RandomSource
 from privstream.sketches import Key
 
 
-def _smallest_tail_index(samples: int, epsilon: float, delta: float, start: int) -> int:
+def smallest_tail_index(samples: int, epsilon: float, delta: float, start: int) -> int:
     """Smallest m >= 1 with samples·Pr[Z >= m] <= δ, Z two-sided geometric with scale 1/ε."""
     return smallest_satisfying(lambda m: samples * discrete_laplace_tail(m, 1.0 / epsilon) <= delta, 1, start)
 
 
-def _log_samples_over_delta(samples: int, eps: float, delta: float) -> float:
+def log_samples_over_delta(samples: int, eps: float, delta: float) -> float:
     """ln(samples·e^ε/((e^ε+1)δ)), written without e^ε so that large ε cannot overflow."""
     return math.log(samples) - math.log1p(math.exp(-eps)) - math.log(delta)
 
@@ -58,24 +66,15 @@ def _log_samples_over_delta(samples: int, eps: float, delta: float) -> float:
 def pmg_half_threshold(epsilon: float, delta: float) -> int:
     """t' of §5.2: ⌈ln(6e^ε/((e^ε+1)δ))/ε⌉, verified so that 6·Pr[Z >= t'] <= δ."""
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    closed = math.ceil(_log_samples_over_delta(6, eps, dlt) / eps)
+    closed = math.ceil(log_samples_over_delta(6, eps, dlt) / eps)
     if closed >= 1 and 6 * discrete_laplace_tail(closed, 1.0 / eps) <= dlt:
         return closed
-    return _smallest_tail_index(6, eps, dlt, closed)  # only if float rounding broke the closed form
+    return smallest_tail_index(6, eps, dlt, closed)  # only if float rounding broke the closed form
 
 
 def pmg_threshold(epsilon: float, delta: float) -> int:
     """Inclusive threshold of discrete PMG on an Alg. 1 sketch: 1 + 2⌈ln(6e^ε/((e^ε+1)δ))/ε⌉ (§5.2)."""
     return 1 + 2 * pmg_half_threshold(epsilon, delta)
-
-
-def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> int:
-    """Inclusive threshold of discrete PMG on a standard MG sketch (§5.1, k + 1 samples)."""
-    eps, dlt = check_epsilon(epsilon), check_delta(delta)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
-    guess = math.ceil(_log_samples_over_delta(k + 1, eps, dlt) / eps)
-    return 1 + 2 * _smallest_tail_index(k + 1, eps, dlt, start=guess)
 
 
 def pmg_release(
@@ -88,7 +87,7 @@ def pmg_release(
     return threshold_and_sort(noisy, threshold)
 
 
-def pmg_error_bound(epsilon: float, threshold: int, k: int, beta: float) -> ErrorBound:
+def pmg_error_bound(epsilon: float, threshold: int, k: int, beta: float, sketch_term: str) -> ErrorBound:
     """Thm 8 / Lemma 7 for the discrete variant: all k+1 samples lie in [−b, b] w.p. >= 1−β with
     (k+1)·Pr[|Z| > b] <= β, so a released value is c_x ± 2b, and an unreleased stored key has
     c_x + noise <= T − 1, i.e. c_x <= T − 1 + 2b. With c_x ∈ [f(x) − n/(k+1), f(x)] (Fact 1)."""
@@ -97,6 +96,62 @@ def pmg_error_bound(epsilon: float, threshold: int, k: int, beta: float) -> Erro
         below=float(threshold - 1 + 2 * b),
         above=float(2 * b),
         beta=beta,
-        sketch_term="n/(k+1)",
+        sketch_term=sketch_term,
         derivation=f"Lebeda-Tetek Thm 8 (discrete): b={b} with (k+1)Pr[|Z|>b]<=beta, threshold {threshold}",
     )
+
+
+# ---- the registered mechanism ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PMGNoise:
+    """Calibrated PMG: discrete Laplace scale 1/``epsilon`` (shared + per slot), inclusive ``threshold``."""
+
+    epsilon: float
+    threshold: int
+
+
+def pmg_calibration(request: Request, threshold: int, per: str) -> Calibration:
+    """PMG with ``threshold`` (§5.2 for Alg. 1, §5.1 for standard MG): its Thm 8 error bound."""
+    eps = request.budget.epsilon
+    return Calibration(
+        pmg_error_bound(eps, threshold, request.k, request.beta, request.sketch_term),
+        (("threshold", threshold), ("noise", f"two-sided geometric, scale 1/eps, shared + per-{per}")),
+        PMGNoise(eps, threshold),
+    )
+
+
+def _calibrate(request: Request) -> Calibration:
+    return pmg_calibration(request, pmg_threshold(request.budget.epsilon, request.budget.delta), "slot")
+
+
+def _slots(sketch: object) -> list[tuple[Key, int]]:
+    """Every one of the k slots (zero-count keys and dummies included): what Alg. 2 noises."""
+    return sketch.slots()  # type: ignore[attr-defined]
+
+
+def pmg_sample(
+    slots: Sequence[tuple[Key, int]], request: Request, calibration: Calibration, rng: RandomSource
+) -> tuple:
+    noise: PMGNoise = calibration.noise
+    return pmg_release(slots, noise.epsilon, noise.threshold, rng)
+
+
+MECHANISM = Mechanism(
+    name="pmg",
+    title="Lebeda-Tetek Alg. 2",
+    structure=Structure(
+        lambda g: g.sequential_mg and g.alg1_slots,
+        "a sequentially built Alg. 1 sketch (Lemma 2 with k slots: at most 2 stored keys differ per side)",
+        " (§7: PMG must not be applied to merged sketches; use gshm or laplace_threshold)",
+    ),
+    calibrate=_calibrate,
+    sample=pmg_sample,
+    prepare=_slots,
+    privacy=PrivacyMap(
+        pure=False,
+        theorem="Lebeda-Tetek Thm 8: Lemma 3 / Cor. 4 on the common keys, Lemma 5 for the <= 4 others; "
+        "geometric noise and threshold of §5.2",
+    ),
+)

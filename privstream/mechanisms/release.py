@@ -1,25 +1,33 @@
 """One entry point for private releases of sketches: :func:`release` (and
 :func:`release_partitions` for the per-partition Alg. 3 route).
 
-Which mechanisms a sketch admits follows from its :class:`~privstream.sketches.Build` (Lebeda–Tětek):
+``release()`` is validate → select → charge → sample over the mechanism registry
+(:mod:`privstream.mechanisms.registry`); nothing here is specific to one mechanism. Which mechanisms
+a sketch admits follows from its build's guarantees (:class:`~privstream.sketches.BuildGuarantees`)
+through each mechanism's declared structure predicate (Lebeda–Tětek):
 
 =====================  ==============================================================  =========
-mechanism              valid for                                                       needs
+mechanism              needs (structure predicate over the build's guarantees)         needs
 =====================  ==============================================================  =========
-``pmg``                ALG1_SEQUENTIAL only (Alg. 2, §5.2 threshold)                   δ > 0
-``pmg_standard``       ALG1_SEQUENTIAL, STANDARD_SEQUENTIAL (§5.1 threshold)           δ > 0
-``gshm``               every MG build (one-signed, ≤ k differences: Lemma 2, Cor. 7.2,  δ > 0
-                       Lemma 8.9 / Cor. 8.10), l = k (Thm 8.5, Thm 8.12 for PAMG)
-``laplace_threshold``  every MG build (thresholded Laplace(k/ε))                       δ > 0
-``pure_topk``          ALG1_SEQUENTIAL, STANDARD_SEQUENTIAL (Alg. 3 + Laplace(2/ε), §6) domain
-``chan_topk``          every MG build (Laplace(k/ε) on the universe, top k)            domain
-``chan_pmg``           every MG build (Geom(exp(ε/(k+1))), clamp at 0, top k non-zero)  domain
+``pmg``                sequential MG with Alg. 1 slots: ALG1_SEQUENTIAL (Alg. 2, §5.2)  δ > 0
+``pmg_standard``       sequential MG (Lemma 2): ALG1_, STANDARD_SEQUENTIAL (§5.1)        δ > 0
+``gshm``               one-signed changes of 1 on <= k keys: every MG build, l = k      δ > 0
+                       (Thm 8.5; Thm 8.12 for PAMG)
+``laplace_threshold``  one-signed changes of 1 on <= k keys: every MG build            δ > 0
+``pure_topk``          sequential MG (Alg. 3's Lemma 6.2 rests on Lemma 2), §6          domain
+``chan_topk``          l1 <= k: every MG build (Laplace(k/ε) on the universe, top k)    domain
+``chan_pmg``           l1 <= k: every MG build (Geom(exp(ε/(k+1))), clamp, top k)       domain
 =====================  ==============================================================  =========
 
 PMG on a merged sketch is refused (§7: "we cannot run Algorithm 2 on the merged sketch"), as is any
 user-level (PAMG) release without a positive bound m. ``mechanism="auto"`` considers every valid
-mechanism for the budget (and the domain, if given) and picks the smallest worst-case noise error
-``max(below, above)`` of its :class:`ErrorBound`.
+mechanism for the budget (and the domain, if given) and picks by
+:func:`~privstream.mechanisms.registry.auto_key`: the smallest systematic coefficient of the sketch
+term (Alg. 3 subtracts up to n/(k+1) from every value), then the smallest noise error
+``max(below, above)``; with a public ``n_bound`` (an upper bound on the stream length the caller
+declares, never read from the sketch) the smallest noise error + systematic·n_bound/(k+1). The
+choice depends on public parameters only — the build, k, m, budget, β, domain, n_bound — never on
+the sketch's counts or n: calibration never sees the sketch.
 
 If a :class:`~privstream.accounting.PrivacyLedger` is passed, the release is charged (and persisted
 by the ledger's hook) after validation and *before* any noise is drawn; over-budget requests raise
@@ -41,47 +49,50 @@ The ledger must fit the release's accounting (checked before charging, ValueErro
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from privstream.accounting import Budget, PrivacyLedger
-from privstream.mechanisms.domain_releases import (
-    chan_error_bound,
-    chan_values,
-    pure_topk_error_bound,
-    pure_topk_values,
-)
+from privstream.mechanisms.builtin import BUILTIN
 from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
-from privstream.mechanisms.gshm import calibrate_gshm, gshm_error_bound, gshm_release
-from privstream.mechanisms.laplace_threshold import (
-    laplace_threshold,
-    laplace_threshold_error_bound,
-    laplace_threshold_release,
+from privstream.mechanisms.registry import (
+    Calibration,
+    Mechanism,
+    Request,
+    auto_key,
+    get,
+    mechanisms,
+    one_step_budget,
 )
-from privstream.mechanisms.pmg import pmg_error_bound, pmg_release, pmg_standard_threshold, pmg_threshold
-from privstream.mechanisms.release_types import ErrorBound, MechanismNotApplicable, Release
+from privstream.mechanisms.release_types import MechanismNotApplicable, Release
 from privstream.noise.rng import RandomSource, resolve
+from privstream.privacy import NeighbourRelation, Scope, Unit
 from privstream.sketches import Build, reduce_sensitivity, sum_reduced
+from privstream.validation import check_int
 
-MECHANISMS = ("pmg", "pmg_standard", "gshm", "laplace_threshold", "pure_topk", "chan_topk", "chan_pmg")
-_SEQUENTIAL = (Build.ALG1_SEQUENTIAL, Build.STANDARD_SEQUENTIAL)
-_USER_LEVEL = (Build.PAMG, Build.PAMG_MERGED)
-_DOMAIN_SCOPE = ("scope", "declared domain only: stored keys outside it are dropped before noising")
+logger = logging.getLogger(__name__)
+
+#: The built-in mechanisms' names, in registration order (the live list is ``registry.names()``).
+MECHANISMS: tuple[str, ...] = tuple(m.name for m in BUILTIN)
+
+_PARTITIONS_RELATION = NeighbourRelation(
+    Unit.EVENT,
+    scope=Scope.PARTITIONS,
+    references=("Lebeda-Tetek §7, Alg. 3 per partition: l1 < 2, Lemma 6.2",),
+)
+_PARTITIONS_TERM = "N/(k+1) (Lemma 6.1 summed over the partitions, N = total events)"
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """A validated, calibrated mechanism: its error bound and a sampler for the items."""
+class _Sketch:
+    """What validation learnt about a sketch: public facts only (its build and k)."""
 
-    name: str
-    error_bound: ErrorBound
-    parameters: tuple[tuple[str, Any], ...]
-    sample: Callable[[RandomSource], tuple]
+    build: Build
+    k: int
 
 
-def _sketch_facts(sketch: object) -> tuple[Build, int]:
+def _sketch_facts(sketch: object) -> _Sketch:
     build = getattr(sketch, "build", None)
     k = getattr(sketch, "k", None)
     if (
@@ -90,157 +101,16 @@ def _sketch_facts(sketch: object) -> tuple[Build, int]:
         or not callable(getattr(sketch, "counters", None))
     ):
         raise TypeError(f"sketch must be a privstream Misra-Gries-type sketch, got {type(sketch).__name__}")
-    if k < 1:
-        raise ValueError(f"sketch.k must be >= 1, got {k}")
-    if build in _USER_LEVEL:
-        m = getattr(sketch, "m", None)
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+    k = check_int("sketch.k", k)
+    if build.guarantees.user_level:
+        try:
+            check_int("m", getattr(sketch, "m", None))
+        except (TypeError, ValueError) as exc:
             raise MechanismNotApplicable(
                 "user-level release needs a bound m on each user's distinct items recorded on the sketch "
-                f"(PAMG, Lebeda-Tetek §8); got m={m!r}"
-            )
-    return build, k
-
-
-def _sketch_term(build: Build) -> str:
-    if build in _USER_LEVEL:
-        return "M/(k+1) (Lemma 8.8 / 8.11, M = total items over all users)"
-    if build is Build.MERGED:
-        return "N/(k+1) (Agarwal et al. merge, N = total stream length)"
-    return "n/(k+1) (Fact 1)"
-
-
-def _check_applicable(name: str, build: Build, budget: Budget, domain: DeclaredDomain | None) -> None:
-    """Raise :class:`MechanismNotApplicable` if mechanism ``name`` may not release a ``build`` sketch
-    under ``budget`` (and ``domain``), ValueError if ``name`` is unknown. These are all of
-    :func:`release`'s refusals of a mechanism; they depend on public parameters only and cost
-    nothing (no calibration, no noise)."""
-    if name not in MECHANISMS:
-        raise ValueError(f"mechanism must be 'auto' or one of {MECHANISMS}, got {name!r}")
-    if budget.epsilon <= 0:
-        raise MechanismNotApplicable("budget.epsilon must be > 0 for a release")
-    if name in ("pmg", "pmg_standard", "gshm", "laplace_threshold") and budget.delta <= 0:
-        raise MechanismNotApplicable(
-            f"{name} is (ε, δ)-DP and needs delta > 0; use pure_topk/chan_* with a domain"
-        )
-    if name in ("pure_topk", "chan_topk", "chan_pmg") and domain is None:
-        raise MechanismNotApplicable(
-            f"{name} adds noise to every element of a declared universe: pass domain="
-        )
-    if name == "pmg" and build is not Build.ALG1_SEQUENTIAL:
-        raise MechanismNotApplicable(
-            f"pmg (Lebeda-Tetek Alg. 2) needs a sequentially built Alg. 1 sketch; this one is {build.name} "
-            "(§7: PMG must not be applied to merged sketches; use gshm or laplace_threshold)"
-        )
-    if name == "pmg_standard" and build not in _SEQUENTIAL:
-        raise MechanismNotApplicable(
-            f"pmg_standard (§5.1) needs a sequentially built MG sketch; this one is {build.name}"
-        )
-    if name == "pure_topk" and build not in _SEQUENTIAL:
-        raise MechanismNotApplicable(
-            f"pure_topk applies Alg. 3, whose ℓ1 < 2 bound (Lemma 6.2) needs a sequentially built MG sketch; "
-            f"this one is {build.name} (for partitions use release_partitions)"
-        )
-
-
-def _plan(name: str, sketch: object, budget: Budget, domain: DeclaredDomain | None, beta: float) -> _Plan:
-    """Calibrate mechanism ``name`` for ``sketch`` (after :func:`_check_applicable`)."""
-    build, k = _sketch_facts(sketch)
-    _check_applicable(name, build, budget, domain)
-    eps, delta = budget.epsilon, budget.delta
-    term = _sketch_term(build)
-    if name == "pmg":
-        thr = pmg_threshold(eps, delta)
-        return _Plan(
-            name,
-            pmg_error_bound(eps, thr, k, beta),
-            (("threshold", thr), ("noise", "two-sided geometric, scale 1/eps, shared + per-slot")),
-            lambda rng: pmg_release(sketch.slots(), eps, thr, rng),  # type: ignore[attr-defined]
-        )
-    if name == "pmg_standard":
-        thr = pmg_standard_threshold(eps, delta, k)
-        return _Plan(
-            name,
-            pmg_error_bound(eps, thr, k, beta),
-            (("threshold", thr), ("noise", "two-sided geometric, scale 1/eps, shared + per-key")),
-            lambda rng: pmg_release(list(sketch.counters().items()), eps, thr, rng),  # type: ignore[attr-defined]
-        )
-    if name == "gshm":
-        params = calibrate_gshm(eps, delta, k, beta)
-        return _Plan(
-            name,
-            gshm_error_bound(params, term),
-            (("sigma2", params.sigma2), ("tau", params.tau), ("threshold", params.threshold), ("l", k)),
-            lambda rng: gshm_release(sketch.counters(), params, rng),  # type: ignore[attr-defined]
-        )
-    if name == "laplace_threshold":
-        thr = laplace_threshold(eps, delta, k)
-        return _Plan(
-            name,
-            laplace_threshold_error_bound(eps, thr, k, beta, term),
-            (("threshold", thr), ("scale", f"{k}/eps")),
-            lambda rng: laplace_threshold_release(sketch.counters(), eps, thr, k, rng),  # type: ignore[attr-defined]
-        )
-    if name == "pure_topk":
-        reduced = reduce_sensitivity(sketch)  # type: ignore[arg-type]
-        return _reduced_plan(reduced, eps, k, domain, beta)  # type: ignore[arg-type]
-    if name in ("chan_topk", "chan_pmg"):
-        # chan_pmg: Geom(exp(ε/(β+1))) with β = k (Chan et al. Lemma 2: ℓ1-sensitivity <= β + 1, also
-        # >= the add/remove sensitivity k of Lebeda-Tetek Lemma 2); chan_topk: their Laplace(k/ε) baseline
-        clamp = name == "chan_pmg"
-        sensitivity = k + 1 if clamp else k
-        return _Plan(
-            name,
-            chan_error_bound(eps, sensitivity, domain, beta, term),  # type: ignore[arg-type]
-            (("scale", f"{sensitivity}/eps"), ("clamp_at_zero", clamp), ("k", k), _DOMAIN_SCOPE),
-            lambda rng: chan_values(sketch.counters(), eps, k, sensitivity, domain, rng, clamp=clamp),  # type: ignore[arg-type, attr-defined]
-        )
-    raise ValueError(f"mechanism must be 'auto' or one of {MECHANISMS}, got {name!r}")
-
-
-def _reduced_plan(reduced: Any, eps: float, k: int, domain: DeclaredDomain, beta: float) -> _Plan:
-    den = reduced.denominator
-    return _Plan(
-        "pure_topk",
-        pure_topk_error_bound(eps, den, domain, beta),
-        (
-            ("scale", f"2/eps on the 1/{den} lattice"),
-            ("k", k),
-            ("partitions", reduced.partitions),
-            _DOMAIN_SCOPE,
-        ),
-        lambda rng: pure_topk_values(reduced.numerators, den, eps, k, domain, rng),
-    )
-
-
-def _finish(
-    plan: _Plan,
-    build: Build,
-    budget: Budget,
-    rng: RandomSource | None,
-    epoch: int | None,
-    ledger: PrivacyLedger | None,
-    label: str,
-    relation: str | None = None,
-) -> Release:
-    pure = plan.name in ("pure_topk", "chan_topk", "chan_pmg")
-    charged = Budget(budget.epsilon, 0.0 if pure else budget.delta)
-    source = resolve(rng)
-    if ledger is not None:  # every refusal that depends only on public parameters happened above
-        ledger.charge(charged, mechanism=plan.name, epoch=epoch, label=label)
-    items = plan.sample(source)
-    g = build.guarantees
-    return Release(
-        items=tuple(items),
-        epsilon=charged.epsilon,
-        delta=charged.delta,
-        mechanism=plan.name,
-        neighbour_relation=relation or g.neighbour_relation,
-        privacy_unit=g.privacy_unit,
-        error_bound=plan.error_bound,
-        epoch=epoch,
-        parameters=plan.parameters,
-    )
+                f"(PAMG, Lebeda-Tetek §8); {exc}"
+            ) from None
+    return _Sketch(build, k)
 
 
 def _check_request(
@@ -257,8 +127,8 @@ def _check_request(
         raise ValueError(f"beta must lie in (0, 1), got {beta!r}")
     if rng is not None and not isinstance(rng, RandomSource):
         raise TypeError(f"rng must be a RandomSource or None, not {type(rng).__name__}")
-    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-        raise TypeError(f"epoch must be an int or None, not {type(epoch).__name__}")
+    if epoch is not None:
+        check_int("epoch", epoch, minimum=None)
     return None if domain is None else declared_domain(domain)
 
 
@@ -276,7 +146,7 @@ def _check_ledger(ledger: PrivacyLedger | None, build: Build, epoch: int | None)
             "(convert a zCDP allowance with accounting.zcdp_to_dp)"
         )
     if ledger.composition == "parallel_epochs":
-        if build in _USER_LEVEL:
+        if build.guarantees.user_level:
             raise ValueError(
                 f"ledger: a user-level ({build.name}) release needs composition='sequential'; "
                 "'parallel_epochs' assumes disjoint data per epoch, but a user recurs across epochs "
@@ -289,22 +159,91 @@ def _check_ledger(ledger: PrivacyLedger | None, build: Build, epoch: int | None)
             )
 
 
-def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | None = None) -> dict[str, str]:
-    """Every mechanism name -> "" if valid for this sketch/budget/domain, else the reason it is not.
+def _check_group_size(group_size: int) -> int:
+    return check_int("group_size", group_size, type_error=ValueError)
 
-    The same checks as :func:`release`'s (:func:`_check_applicable`), without calibrating, charging
+
+def _check_n_bound(n_bound: int | None) -> int | None:
+    """None, or the caller's public bound on the stream length (never read from the sketch)."""
+    return None if n_bound is None else check_int("n_bound", n_bound, minimum=0, type_error=ValueError)
+
+
+def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | None = None) -> dict[str, str]:
+    """Every registered mechanism name -> "" if valid for this sketch/budget/domain, else the reason.
+
+    The same checks as :func:`release`'s (:meth:`Mechanism.refusal`), without calibrating, charging
     or drawing anything, so asking is cheap. The answer depends on the sketch's build and m, not on
     its counts: an empty sketch of the right kind answers for every sketch of that kind."""
     declared = None if domain is None else declared_domain(domain)
     out = {}
-    for name in MECHANISMS:
+    for mech in mechanisms():
         try:
-            build, _ = _sketch_facts(sketch)
-            _check_applicable(name, build, budget, declared)
-            out[name] = ""
+            facts = _sketch_facts(sketch)
         except MechanismNotApplicable as exc:
-            out[name] = str(exc)
+            out[mech.name] = str(exc)
+            continue
+        out[mech.name] = mech.refusal(facts.build, budget, declared) or ""
     return out
+
+
+def _select(
+    mechanism: str, build: Build, request: Request, n_bound: int | None
+) -> tuple[Mechanism, Calibration]:
+    """The mechanism to run and its calibration: ``mechanism`` itself (refused with the reason if
+    its declared needs are not met), or for "auto" the valid one with the smallest
+    :func:`auto_key` (registration order breaks ties). Public parameters only."""
+    budget, domain = request.budget, request.domain
+    if mechanism != "auto":
+        chosen = get(mechanism)
+        reason = chosen.refusal(build, budget, domain)
+        if reason:
+            raise MechanismNotApplicable(reason)
+        return chosen, chosen.calibrate(request)
+    candidates: list[tuple[Mechanism, Calibration]] = []
+    reasons = []
+    for mech in mechanisms():
+        reason = mech.refusal(build, budget, domain)
+        if reason:
+            reasons.append(f"{mech.name}: {reason}")
+        else:
+            candidates.append((mech, mech.calibrate(request)))
+    if not candidates:
+        raise MechanismNotApplicable("no mechanism applies: " + "; ".join(reasons))
+    return min(candidates, key=lambda c: auto_key(c[1].error_bound, request.k, n_bound))
+
+
+def _charge_and_sample(
+    mech: Mechanism,
+    calibration: Calibration,
+    prepared: object,
+    request: Request,
+    relation: NeighbourRelation,
+    budget: Budget,
+    rng: RandomSource | None,
+    epoch: int | None,
+    ledger: PrivacyLedger | None,
+    label: str,
+) -> Release:
+    """Charge the ledger (every refusal happened before this), then draw the noise."""
+    charged = mech.privacy.charged(budget)
+    source = resolve(rng)
+    if ledger is not None:
+        ledger.charge(charged, mechanism=mech.name, epoch=epoch, label=label)
+    items = mech.sample(prepared, request, calibration, source)
+    parameters = calibration.parameters
+    if relation.group_size > 1:
+        parameters = (*parameters, ("group_size", relation.group_size))
+    logger.debug("released epoch %s with %s (%d keys)", epoch, mech.name, len(items))
+    return Release(
+        items=tuple(items),
+        epsilon=charged.epsilon,
+        delta=charged.delta,
+        mechanism=mech.name,
+        relation=relation,
+        error_bound=calibration.error_bound,
+        epoch=epoch,
+        parameters=parameters,
+    )
 
 
 def release(
@@ -319,58 +258,43 @@ def release(
     ledger: PrivacyLedger | None = None,
     label: str = "",
     group_size: int = 1,
+    n_bound: int | None = None,
 ) -> Release:
-    """Privately release ``sketch`` under ``budget``.
+    """Privately release ``sketch`` under ``budget``: validate → select → charge → sample.
 
-    ``mechanism``: "auto" or one of :data:`MECHANISMS`; ``domain``: the declared universe (a
-    ``range`` or a sequence of items) for the domain-wide mechanisms, which release over the
-    declared domain only (stored keys outside it are dropped before noising); ``beta``: confidence
-    of the reported error bound; ``ledger``: charged before noise is drawn, after every check.
-    Raises :class:`MechanismNotApplicable` when the sketch does not meet the mechanism's
-    assumptions, ValueError when the ledger's accounting does not fit the release (module
-    docstring), TypeError/ValueError naming any other bad parameter.
+    ``mechanism``: "auto" or a registered name (:data:`MECHANISMS`); ``domain``: the declared
+    universe (a ``range`` or a sequence of items) for the domain-wide mechanisms, which release over
+    the declared domain only (stored keys outside it are dropped before noising); ``beta``:
+    confidence of the reported error bound; ``ledger``: charged before noise is drawn, after every
+    check; ``n_bound``: an optional *public* upper bound on the stream length (declared by the
+    caller, never derived from the data) that ``auto`` uses to weigh Alg. 3's subtraction
+    (:func:`~privstream.mechanisms.registry.auto_key`). Raises :class:`MechanismNotApplicable` when
+    the sketch does not meet the mechanism's assumptions, ValueError when the ledger's accounting
+    does not fit the release (module docstring), TypeError/ValueError naming any other bad parameter.
 
     ``group_size`` g > 1 states the guarantee for neighbours that differ by g steps of the sketch's
-    neighbour relation (e.g. g = 2 for "replace one event" = remove + add): by group privacy
-    (Lebeda-Tetek Lemma 8.1: (ε', δ') for one step gives (gε', g·e^{gε'}·δ') for g steps) the
-    mechanism is calibrated to ε' = ε/g, δ' = δ/(g·e^ε), while ``budget`` is what the release
-    reports and the ledger is charged.
+    neighbour relation (e.g. g = 2 for "replace one event" = remove + add): the mechanism is
+    calibrated to the one-step budget whose privacy map at g steps is ``budget`` (Lebeda-Tetek
+    Lemma 8.1: ε' = ε/g, δ' = δ/(g·e^ε)), while ``budget`` is what the release reports and the
+    ledger is charged.
     """
     declared = _check_request(budget, beta, rng, epoch, domain)
-    build, _ = _sketch_facts(sketch)
-    _check_ledger(ledger, build, epoch)
-    calibration = _group_calibration(budget, group_size)
-    if mechanism == "auto":
-        plans = []
-        reasons = []
-        for name in MECHANISMS:
-            try:
-                plans.append(_plan(name, sketch, calibration, declared, beta))
-            except MechanismNotApplicable as exc:
-                reasons.append(f"{name}: {exc}")
-        if not plans:
-            raise MechanismNotApplicable("no mechanism applies: " + "; ".join(reasons))
-        plan = min(plans, key=lambda p: p.error_bound.max_noise_error)
-    else:
-        plan = _plan(mechanism, sketch, calibration, declared, beta)
-    result = _finish(plan, build, budget, rng, epoch, ledger, label)
-    if group_size == 1:
-        return result
-    return replace(
-        result,
-        neighbour_relation=f"{result.neighbour_relation}; the guarantee covers neighbours {group_size} such "
-        "steps apart (group privacy, Lebeda-Tetek Lemma 8.1)",
-        parameters=(*result.parameters, ("group_size", group_size)),
+    facts = _sketch_facts(sketch)
+    _check_ledger(ledger, facts.build, epoch)
+    g = _check_group_size(group_size)
+    _check_n_bound(n_bound)
+    if mechanism != "auto":
+        get(mechanism)  # unknown names: ValueError before anything else
+    guarantees = facts.build.guarantees
+    request = Request(facts.k, one_step_budget(budget, g), float(beta), declared, guarantees.sketch_term)
+    chosen, calibration = _select(mechanism, facts.build, request, n_bound)
+    if not chosen.privacy.covers(request.budget, g, budget):  # the declared map must give what is stated
+        raise AssertionError(f"{chosen.name}: privacy map at {g} steps exceeds the stated {budget}")
+    prepared = chosen.prepare(sketch)  # data-independent success (Alg. 3 for pure_topk), before the charge
+    relation = guarantees.relation.with_group_size(g)
+    return _charge_and_sample(
+        chosen, calibration, prepared, request, relation, budget, rng, epoch, ledger, label
     )
-
-
-def _group_calibration(budget: Budget, group_size: int) -> Budget:
-    """The one-step budget whose g-step group guarantee is ``budget`` (Lemma 8.1)."""
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
-    if group_size == 1:
-        return budget
-    return Budget(budget.epsilon / group_size, budget.delta / (group_size * math.exp(budget.epsilon)))
 
 
 def release_partitions(
@@ -385,7 +309,8 @@ def release_partitions(
     label: str = "",
 ) -> Release:
     """§7 trusted aggregator, optimal error: Alg. 3 on each partition sketch, key-wise sum, then
-    Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours).
+    Laplace(2/ε) on the universe + top-k (ε-DP; only one partition changes between neighbours):
+    the registered ``pure_topk`` mechanism on the summed reduced sketch.
 
     The guarantee is for one event added to or removed from *one partition*, every other partition
     unchanged (ℓ1 < 2 by Lemma 6.2 for the changed partition): the caller must have assigned events
@@ -396,23 +321,20 @@ def release_partitions(
         raise TypeError("domain must be a range or a sequence of items, not None")
     if not sketches:
         raise ValueError("sketches must not be empty")
-    builds = set()
-    for s in sketches:
-        part_build, _ = _sketch_facts(s)
-        if part_build not in _SEQUENTIAL:
-            raise MechanismNotApplicable(
-                f"release_partitions needs sequentially built partition sketches, got {part_build.name}"
-            )
-        builds.add(part_build)
-    build = builds.pop()  # ALG1_ and STANDARD_SEQUENTIAL state the same event-level guarantees
+    mech = get("pure_topk")
+    parts = [_sketch_facts(s) for s in sketches]
+    for i, part in enumerate(parts):
+        reason = mech.refusal(part.build, budget, declared)
+        if reason:
+            raise MechanismNotApplicable(f"release_partitions: partition {i}: {reason}")
+    ks = {part.k for part in parts}
+    if len(ks) != 1:
+        raise ValueError(f"sketches: every partition sketch must have the same k, got {sorted(ks)}")
+    build = parts[0].build  # ALG1_ and STANDARD_SEQUENTIAL state the same event-level guarantees
     _check_ledger(ledger, build, epoch)
+    request = Request(ks.pop(), budget, float(beta), declared, _PARTITIONS_TERM, partitions=len(parts))
+    calibration = mech.calibrate(request)
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
-    plan = _reduced_plan(reduced, budget.epsilon, reduced.k, declared, beta)
-    return _finish(plan, build, budget, rng, epoch, ledger, label, _PARTITIONS_RELATION)
-
-
-_PARTITIONS_RELATION = (
-    "add/remove one event in one of the partitions, every other partition unchanged (Lebeda-Tetek §7, "
-    "Alg. 3 per partition: l1 < 2, Lemma 6.2); covers one event of the whole input only where events "
-    "were assigned to partitions by a rule that does not depend on other events, never by position"
-)
+    return _charge_and_sample(
+        mech, calibration, reduced, request, _PARTITIONS_RELATION, budget, rng, epoch, ledger, label
+    )

@@ -26,6 +26,7 @@ from privstream.noise.bernoulli import (
     as_fraction,
 )
 from privstream.noise.rng import RandomSource, resolve
+from privstream.validation import check_int
 
 _INT64_MAX = 2**63 - 1
 
@@ -88,11 +89,7 @@ def discrete_gaussian(sigma2: Fraction | int | float | str, rng: RandomSource | 
 
 
 def _check_count(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, int | np.integer):
-        raise TypeError(f"n must be an int, not {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    return int(n)
+    return check_int("n", n, minimum=0, allow_numpy=True)
 
 
 def _to_int64(values: list[int]) -> np.ndarray:

@@ -5,7 +5,7 @@ Envelope (all integers little-endian)::
     offset  size  field
     0       4     magic b"PSSK"
     4       2     format version, u16 (currently 1)
-    6       1     sketch type, u8 (see SketchType)
+    6       1     sketch type code, u8 (declared by each sketch class with @register_sketch)
     7       1     reserved, must be 0
     8       2     P = number of parameters, u16
     10      8*P   parameters, u64 each (meaning fixed per sketch type, e.g. k, n, build code)
@@ -25,20 +25,30 @@ Count-Min payload: depth*width int64 counters, row-major.
 :func:`decode` rejects wrong magic, unsupported version, wrong sketch type, wrong parameter
 count, truncation, trailing bytes and checksum mismatches with :class:`SketchFormatError`
 (a ValueError); each sketch then validates its own invariants.
+
+**Registration.** A sketch module declares its stable type code once, on the class::
+
+    @register_sketch(5)
+    class CountMinSketch(Sketch): ...
+
+and :func:`load_sketch` dispatches through that registry; nothing here lists the sketches
+(:func:`registered_sketches` is the table; ``tests/test_sketch_protocol.py`` pins the codes in use).
+A code is part of the wire format: never change or reuse one; a new sketch takes a free code in
+1..255.
 """
 
 from __future__ import annotations
 
-import enum
 import struct
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from privstream.sketches.build import Build
-from privstream.sketches.order import Dummy, Key, item_order_key
+from privstream.sketches.order import Dummy, Item, Key, item_order_key
+from privstream.validation import check_int
 
 MAGIC = b"PSSK"
 FORMAT_VERSION = 1
@@ -51,45 +61,77 @@ class SketchFormatError(ValueError):
     """Serialised sketch bytes are corrupt, truncated, of another type or another version."""
 
 
-class SketchType(enum.IntEnum):
-    MISRA_GRIES = 1
-    STANDARD_MISRA_GRIES = 2
-    PAMG = 3
-    REDUCED = 4
-    COUNT_MIN = 5
+_REGISTRY: dict[int, type] = {}
+_T = TypeVar("_T", bound=type)
 
 
-_LOADERS: dict[int, Callable[[bytes], Any]] = {}
+def register_sketch(code: int) -> Callable[[_T], _T]:
+    """Class decorator: ``code`` (1..255) is the stable type byte of ``cls`` in the binary format.
 
+    Sets ``cls.type_code`` and makes :func:`load_sketch` decode that byte with ``cls.from_bytes``.
+    A code is registered once: a second class for the same code, or a second code for one class,
+    is a ValueError (two sketches sharing a byte would decode each other's bytes)."""
+    code = check_int("sketch type code", code, below=256, type_error=ValueError)
 
-def register(sketch_type: SketchType) -> Callable[[type], type]:
-    """Class decorator: ``cls.from_bytes`` becomes the loader for ``sketch_type``."""
-
-    def deco(cls: type) -> type:
-        _LOADERS[int(sketch_type)] = cls.from_bytes  # type: ignore[attr-defined]
+    def deco(cls: _T) -> _T:
+        if not callable(getattr(cls, "from_bytes", None)) or not callable(getattr(cls, "to_bytes", None)):
+            raise TypeError(f"{cls.__name__} needs to_bytes and a from_bytes classmethod to be registered")
+        holder = _REGISTRY.get(code)
+        if holder is not None and _qualified(holder) != _qualified(cls):
+            raise ValueError(f"sketch type code {code} is already registered to {_qualified(holder)}")
+        if _qualified(cls) in {_qualified(c) for k, c in _REGISTRY.items() if k != code}:
+            raise ValueError(f"{_qualified(cls)} is already registered under another code")
+        _REGISTRY[code] = cls  # re-registering the same class (a module reload) replaces it
+        cls.type_code = code  # type: ignore[attr-defined]
         return cls
 
     return deco
 
 
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def type_code(cls: type) -> int:
+    """The registered type code of exactly ``cls`` (TypeError for an unregistered class, also for
+    a subclass of a registered one: it must register its own code, or its bytes would decode as
+    the parent class)."""
+    code = getattr(cls, "type_code", None)
+    if code is None or _REGISTRY.get(code) is not cls:
+        raise TypeError(f"{cls.__name__} is not a registered sketch: decorate it with @register_sketch(code)")
+    return code
+
+
+def registered_sketches() -> dict[int, type]:
+    """The registry: type code -> sketch class, by code."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def _type_name(code: int) -> str:
+    cls = _REGISTRY.get(code)
+    return cls.__name__ if cls is not None else f"unknown type {code}"
+
+
 def load_sketch(data: bytes) -> Any:
-    """Decode any privstream sketch, dispatching on the type byte."""
+    """Decode any registered sketch, dispatching on the type byte."""
     if len(data) < _HEAD.size or bytes(data[:4]) != MAGIC:
         raise SketchFormatError("not a privstream sketch (bad magic or too short)")
-    loader = _LOADERS.get(data[6])
-    if loader is None:
+    cls = _REGISTRY.get(data[6])
+    if cls is None:
         raise SketchFormatError(f"unknown sketch type {data[6]}")
-    return loader(data)
+    return cls.from_bytes(data)  # type: ignore[attr-defined]
 
 
-def encode(sketch_type: SketchType, params: Sequence[int], payload: bytes) -> bytes:
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, int(sketch_type), 0, len(params))
+def encode(cls: type, params: Sequence[int], payload: bytes) -> bytes:
+    """The envelope of a ``cls`` sketch (its registered type code) around ``params`` and ``payload``."""
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, type_code(cls), 0, len(params))
     body = b"".join([head, struct.pack(f"<{len(params)}Q", *params), _U64.pack(len(payload)), payload])
     return body + _U32.pack(zlib.crc32(body))
 
 
-def decode(data: bytes, expected: SketchType, n_params: int) -> tuple[tuple[int, ...], bytes]:
-    """Check the envelope and return (params, payload)."""
+def decode(data: bytes, cls: type, n_params: int) -> tuple[tuple[int, ...], bytes]:
+    """Check the envelope of bytes that should hold a ``cls`` sketch; return (params, payload)."""
+    expected = type_code(cls)
     data = bytes(data)
     if len(data) < _HEAD.size:
         raise SketchFormatError(f"truncated: {len(data)} bytes is shorter than the header")
@@ -98,12 +140,8 @@ def decode(data: bytes, expected: SketchType, n_params: int) -> tuple[tuple[int,
         raise SketchFormatError("bad magic: not a privstream sketch")
     if version != FORMAT_VERSION:
         raise SketchFormatError(f"unsupported format version {version} (this build reads {FORMAT_VERSION})")
-    if stype != int(expected):
-        try:
-            name = SketchType(stype).name
-        except ValueError:
-            name = str(stype)
-        raise SketchFormatError(f"wrong sketch type: expected {expected.name}, got {name}")
+    if stype != expected:
+        raise SketchFormatError(f"wrong sketch type: expected {cls.__name__}, got {_type_name(stype)}")
     if reserved != 0 or n != n_params:
         raise SketchFormatError(f"bad header: {n} parameters (expected {n_params}), reserved={reserved}")
     at = _HEAD.size + 8 * n
@@ -144,23 +182,23 @@ class _Reader:
             raise SketchFormatError("trailing bytes in payload")
 
 
-def encode_counters(counters: Mapping[Key, int]) -> bytes:
+def encode_counters(counters: Mapping[Key, int] | Mapping[Item, int]) -> bytes:
     """Counter payload for a mapping of int / str / Dummy keys to int64 counts."""
-    keys = sorted(counters, key=item_order_key)
-    ints = [x for x in keys if type(x) is int]
-    strs = [x.encode("utf-8", "surrogatepass") for x in keys if type(x) is str]
-    dummies = [x for x in keys if type(x) is Dummy]
+    pairs = sorted(counters.items(), key=lambda p: item_order_key(p[0]))
+    ints = [(x, c) for x, c in pairs if type(x) is int]
+    strs = [(x.encode("utf-8", "surrogatepass"), c) for x, c in pairs if type(x) is str]
+    dummies = [(x.index, c) for x, c in pairs if type(x) is Dummy]
     parts = [
         _U32.pack(len(ints)),
-        np.array(ints, dtype="<i8").tobytes(),
-        np.array([counters[x] for x in ints], dtype="<i8").tobytes(),
+        np.array([x for x, _ in ints], dtype="<i8").tobytes(),
+        np.array([c for _, c in ints], dtype="<i8").tobytes(),
         _U32.pack(len(strs)),
-        np.array([len(s) for s in strs], dtype="<u4").tobytes(),
-        *strs,
-        np.array([counters[x] for x in keys if type(x) is str], dtype="<i8").tobytes(),
+        np.array([len(s) for s, _ in strs], dtype="<u4").tobytes(),
+        *(s for s, _ in strs),
+        np.array([c for _, c in strs], dtype="<i8").tobytes(),
         _U32.pack(len(dummies)),
-        np.array([d.index for d in dummies], dtype="<u4").tobytes(),
-        np.array([counters[x] for x in dummies], dtype="<i8").tobytes(),
+        np.array([i for i, _ in dummies], dtype="<u4").tobytes(),
+        np.array([c for _, c in dummies], dtype="<i8").tobytes(),
     ]
     return b"".join(parts)
 

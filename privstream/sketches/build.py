@@ -2,8 +2,11 @@
 
 The neighbour structure of a sketch depends on how it was built, and the release layer must refuse
 mechanisms whose assumptions the structure breaks (Lebeda–Tětek §7: "we cannot run Algorithm 2 on
-the merged sketch"). Every sketch records a :class:`Build`; ``build.guarantees`` is the data the
-release layer reads (neighbour relation, privacy unit, sensitivities, which mechanisms apply).
+the merged sketch"). Every sketch records a :class:`Build`; ``build.guarantees`` is the single
+source of truth for what the build guarantees: its neighbour relation (a structured
+:class:`~privstream.privacy.NeighbourRelation`) and the structural facts about neighbouring
+sketches. Mechanisms declare which facts they need as predicates over :class:`BuildGuarantees`
+(:mod:`privstream.mechanisms.registry`); nothing else decides applicability from the build's name.
 """
 
 from __future__ import annotations
@@ -11,54 +14,57 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from functools import partial
 
-_EVENT_RELATION = (
-    "add/remove one event (stream item) at any position of one stream; stream length not public "
-    "(Lebeda-Tetek Def. 1); batches are processed item by item, so their boundaries do not matter"
+from privstream.privacy import Condition, ConditionKind, NeighbourRelation, Scope, StatesRelation, Unit
+
+_BATCHES = Condition(
+    ConditionKind.BATCHING, "batches are processed item by item, so their boundaries do not matter"
 )
-_MERGED_EVENT_RELATION = (
-    "add/remove one event in one of the merged streams, every other stream unchanged (Lebeda-Tetek "
-    "Cor. 7.2); this covers one event of the whole input only where the input was split into those "
-    "streams by a rule that does not depend on other events (a hash of the item or user, time slices "
-    "closed by punctuation), never by position"
-)
-_USER_RELATION = (
-    "add/remove one user, i.e. one set of <= m distinct items, at any position of one stream of users "
-    "(Lebeda-Tetek §8, Lemma 8.9); batches of users are processed user by user"
-)
-_MERGED_USER_RELATION = (
-    "add/remove one user (one set of <= m distinct items) in one of the merged streams, every other "
-    "stream unchanged (Lebeda-Tetek Cor. 8.10); covers one user of the whole input only where users "
-    "were split into those streams by a rule that does not depend on other users (a hash of the user)"
-)
+_USER_BATCHES = Condition(ConditionKind.BATCHING, "batches of users are processed user by user")
 
 
 @dataclass(frozen=True)
-class BuildGuarantees:
+class BuildGuarantees(StatesRelation):
     """What holds between the sketches of two neighbouring inputs (counters viewed as vectors
     over the universe, absent keys = 0).
 
-    ``differing_keys_per_side(k)`` bounds the keys one sketch stores that the other does not;
-    every counter changes by at most ``per_counter_change``; if ``one_signed`` all changes have
-    the same sign. Hence ℓ1 ≤ ``max_changed_counters(k)`` and ℓ2 ≤ √``max_changed_counters(k)``.
+    Structural facts (what mechanisms' predicates read):
+
+    * ``sequential_mg`` — one stream processed item by item by Misra–Gries (Alg. 1 or standard MG):
+      LT **Lemma 2**'s counter structure, i.e. either all counters differ by 1 (one extra decrement)
+      or exactly one counter differs by 1. PMG's noise (Lemma 3 / Cor. 4) and Alg. 3's ℓ1 < 2
+      (Lemma 6.2) need it; merges (§7) and PAMG (Lemma 8.9) do not have it.
+    * ``alg1_slots`` — Alg. 1's k slots (zero-count keys and dummies kept, minimum-key eviction), so
+      at most 2 stored keys differ per side (Lemma 2: |T ∩ T'| >= k − 2); otherwise up to k (§5.1).
+    * ``one_signed`` / ``per_counter_change`` — every counter changes by at most
+      ``per_counter_change``, all in one direction, on at most k keys with nested key sets (Lemma 2,
+      Cor. 7.2, Lemma 8.9, Cor. 8.10). Hence ℓ1 <= k·``per_counter_change`` and ℓ2 <= √k·that.
+    * ``relation.unit`` — event or user level (user level needs a bound m on the sketch).
     """
 
-    neighbour_relation: str
-    privacy_unit: str
+    relation: NeighbourRelation
     structure: str
     reference: str
+    sketch_term: str  #: the symbolic data-dependent sketch error (Fact 1, Agarwal et al., Lemma 8.8/8.11)
+    sequential_mg: bool = False
+    alg1_slots: bool = False
     one_signed: bool = True
     per_counter_change: int = 1
-    keys_differ_bound: str = "k"  # "2" or "k": stored-key differences per side
-    pmg: str | None = None  # "alg2" (threshold 1+2ln(3/δ)/ε), "section_5_1" (1+2ln((k+1)/(2δ))/ε)
-    sensitivity_reduction: bool = False  # Alg. 3 (ℓ1 < 2) applies
+
+    @property
+    def user_level(self) -> bool:
+        return self.relation.unit is Unit.USER_SET
+
+    @property
+    def sensitivity_reduction(self) -> bool:
+        """Alg. 3 (ℓ1 < 2, Lemma 6.2) applies: its proof is over Lemma 2's two cases."""
+        return self.sequential_mg
 
     def max_changed_counters(self, k: int) -> int:
         return k
 
     def differing_keys_per_side(self, k: int) -> int:
-        return 2 if self.keys_differ_bound == "2" else k
+        return 2 if self.alg1_slots else k
 
     def l1_sensitivity(self, k: int) -> float:
         return float(self.per_counter_change * self.max_changed_counters(k))
@@ -111,41 +117,54 @@ _MERGE_STRUCTURE = (
     "counters differ by exactly 1 on at most k keys, all with the same sign, key sets nested "
     "(Lemma 7.1 by induction over a fixed merge order)"
 )
-
-_event = partial(BuildGuarantees, _EVENT_RELATION, "event")
-_merged_event = partial(BuildGuarantees, _MERGED_EVENT_RELATION, "event")
-_user = partial(BuildGuarantees, _USER_RELATION, "user (set of <= m distinct items)")
-_merged_user = partial(BuildGuarantees, _MERGED_USER_RELATION, "user (set of <= m distinct items)")
+_STREAM_TERM = "n/(k+1) (Fact 1)"
+_USER_TERM = "M/(k+1) (Lemma 8.8 / 8.11, M = total items over all users)"
+_EVENT_ONE_STREAM = NeighbourRelation(Unit.EVENT, references=("Lebeda-Tetek Def. 1",), conditions=(_BATCHES,))
 
 _GUARANTEES = {
-    Build.ALG1_SEQUENTIAL: _event(
+    Build.ALG1_SEQUENTIAL: BuildGuarantees(
+        relation=_EVENT_ONE_STREAM,
         structure=(
             "|T ∩ T'| >= k-2 and counters outside T ∩ T' are <= 1; either all k counters differ by 1 "
             "(one extra decrement) or one counter differs by 1 and all others are equal"
         ),
         reference="Lebeda-Tetek Alg. 1, Lemma 2",
-        keys_differ_bound="2",
-        pmg="alg2",
-        sensitivity_reduction=True,
+        sketch_term=_STREAM_TERM,
+        sequential_mg=True,
+        alg1_slots=True,
     ),
-    Build.STANDARD_SEQUENTIAL: _event(
+    Build.STANDARD_SEQUENTIAL: BuildGuarantees(
+        relation=_EVENT_ONE_STREAM,
         structure=(
             "same counters as Alg. 1 (Fact 1) with zero-count keys removed: either all counters "
             "differ by 1 or one counter differs by 1; up to k stored keys may differ (§5.1)"
         ),
         reference="Lebeda-Tetek §5.1 (standard Misra-Gries), Lemma 2",
-        pmg="section_5_1",
-        sensitivity_reduction=True,
+        sketch_term=_STREAM_TERM,
+        sequential_mg=True,
     ),
-    Build.MERGED: _merged_event(
+    Build.MERGED: BuildGuarantees(
+        relation=NeighbourRelation(
+            Unit.EVENT, scope=Scope.MERGED_STREAMS, references=("Lebeda-Tetek Cor. 7.2",)
+        ),
         structure=_MERGE_STRUCTURE,
         reference="Lebeda-Tetek Lemma 7.1, Cor. 7.2 (Agarwal et al. merge of separately built sketches)",
+        sketch_term="N/(k+1) (Agarwal et al. merge, N = total stream length)",
     ),
-    Build.PAMG: _user(
+    Build.PAMG: BuildGuarantees(
+        relation=NeighbourRelation(
+            Unit.USER_SET, references=("Lebeda-Tetek §8, Lemma 8.9",), conditions=(_USER_BATCHES,)
+        ),
         structure="T' ⊆ T and c - c' ∈ {0,1}, or the reverse; at most k counters differ",
         reference="Lebeda-Tetek Alg. 4, Lemma 8.9",
+        sketch_term=_USER_TERM,
     ),
-    Build.PAMG_MERGED: _merged_user(
-        structure=_MERGE_STRUCTURE, reference="Lebeda-Tetek Cor. 8.10, Lemma 8.11"
+    Build.PAMG_MERGED: BuildGuarantees(
+        relation=NeighbourRelation(
+            Unit.USER_SET, scope=Scope.MERGED_STREAMS, references=("Lebeda-Tetek Cor. 8.10",)
+        ),
+        structure=_MERGE_STRUCTURE,
+        reference="Lebeda-Tetek Cor. 8.10, Lemma 8.11",
+        sketch_term=_USER_TERM,
     ),
 }

@@ -7,34 +7,40 @@ probability <= e^(-depth) per query (Markov per row, independent rows).
 
 Hashes come from :mod:`privstream.sketches.hashing` (SplitMix64 for ints, xxh3 for strs), so equal
 ``(width, depth, seed)`` give identical sketches on every machine and sketches merge by adding
-tables. Batches are vectorised: the batch's exact histogram is hashed, so each distinct item is
-hashed once per batch.
+tables. ``update(item)`` adds one occurrence (the stream element is one item, unit weight). Batches
+are vectorised: the batch's exact histogram is hashed, so each distinct item is hashed once per
+batch; the table is a sum over items, so this is exactly ``update`` item by item (the protocol's
+batch semantics, :mod:`privstream.sketches.protocol`).
+
+In the sketch protocol ``k`` is the width (the error bound e·n/k has the MG shape n/k) and
+``build`` is None: Count-Min has no private release path, and the release layer refuses it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
-from privstream.sketches.binary_format import SketchType, decode, decode_array, encode, register, require
+from privstream.sketches.binary_format import decode, decode_array, encode, register_sketch, require
+from privstream.sketches.build import Build
 from privstream.sketches.hashing import MAX_WIDTH, bucket_indices, hash_int_array, hash_str_list, row_salts
 from privstream.sketches.histogram import Counts, exact_histogram
 from privstream.sketches.order import normalize_item
-from privstream.sketches.validation import check_int
+from privstream.sketches.protocol import Sketch
+from privstream.validation import check_int
 
 
-@register(SketchType.COUNT_MIN)
-class CountMinSketch:
+@register_sketch(5)
+class CountMinSketch(Sketch):
     """Count-Min sketch; ``seed`` in [0, 2**64) fixes the hash functions."""
 
-    _sketch_type: ClassVar[SketchType] = SketchType.COUNT_MIN
-
     def __init__(self, width: int, depth: int, seed: int) -> None:
-        self._width = check_int("width", width, below=MAX_WIDTH + 1)
-        self._depth = check_int("depth", depth)
-        self._seed = check_int("seed", seed, minimum=0, below=2**64)
+        self._width = check_int("width", width, below=MAX_WIDTH + 1, allow_numpy=True)
+        self._depth = check_int("depth", depth, allow_numpy=True)
+        self._seed = check_int("seed", seed, minimum=0, below=2**64, allow_numpy=True)
         self._salts = row_salts(self._seed, self._depth)
         self._table = np.zeros((self._depth, self._width), dtype=np.int64)
         self._n = 0
@@ -65,6 +71,16 @@ class CountMinSketch:
         return self._n
 
     @property
+    def k(self) -> int:
+        """The protocol's size parameter: the width (counters per row)."""
+        return self._width
+
+    @property
+    def build(self) -> Build | None:
+        """None: Count-Min has no private release path (the release layer refuses it)."""
+        return None
+
+    @property
     def table(self) -> np.ndarray:
         """A read-only view of the counters, shape (depth, width)."""
         view = self._table.view()
@@ -88,14 +104,14 @@ class CountMinSketch:
             np.add.at(row, idx, weights)
         self._n += int(weights.sum())
 
-    def update(self, item: object, count: int = 1) -> None:
-        """Add ``count`` (>= 0) occurrences of ``item``."""
-        count = check_int("count", count, minimum=0)
-        self._add(Counts.from_mapping({normalize_item(item): count}))
+    def update(self, item: object) -> None:
+        """Add one occurrence of ``item`` (the stream element; unit weight)."""
+        self._add(Counts.from_mapping({normalize_item(item): 1}))
 
-    def update_batch(self, items: object) -> None:
-        """Add a batch (int/str array or sequence), vectorised over its exact histogram."""
-        self._add(exact_histogram(items))  # type: ignore[arg-type]
+    def update_batch(self, items: Iterable[Any]) -> None:
+        """Exactly ``update`` for each item (an int/str array or sequence), vectorised over the
+        batch's exact histogram (the table is a sum over items, so batching cannot change it)."""
+        self._add(exact_histogram(items))
 
     def estimate(self, item: object) -> int:
         return int(self.estimate_batch([item])[0])
@@ -111,7 +127,7 @@ class CountMinSketch:
         buckets = bucket_indices(hashes, self._salts, self._width)
         return np.take_along_axis(self._table, buckets, axis=1).min(axis=0)
 
-    def merge(self, other: CountMinSketch) -> None:
+    def merge(self, other: Sketch) -> None:
         """In place: add ``other``'s table (same width, depth and seed required)."""
         if not isinstance(other, CountMinSketch):
             raise TypeError(f"cannot merge {type(other).__name__} into CountMinSketch")
@@ -122,13 +138,20 @@ class CountMinSketch:
         self._table += other._table
         self._n += other.n
 
+    def merge_accumulator(self, k: int) -> CountMinSketch:
+        """An empty sketch with this width (which must equal ``k``), depth and seed: merges add
+        tables, so only sketches with the same hash functions merge."""
+        if k != self._width:
+            raise ValueError(f"k: a Count-Min merge keeps the width {self._width}, got k={k}")
+        return CountMinSketch(self._width, self._depth, self._seed)
+
     def to_bytes(self) -> bytes:
         params = [self._width, self._depth, self._seed, self._n]
-        return encode(SketchType.COUNT_MIN, params, self._table.astype("<i8").tobytes())
+        return encode(CountMinSketch, params, self._table.astype("<i8").tobytes())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CountMinSketch:
-        (width, depth, seed, n), payload = decode(data, SketchType.COUNT_MIN, 4)
+        (width, depth, seed, n), payload = decode(data, cls, 4)
         require(width >= 1 and depth >= 1, "width and depth must be >= 1")
         require(len(payload) == 8 * width * depth, "payload size does not match width * depth")
         table = decode_array(payload, "<i8", width * depth).reshape(depth, width).astype(np.int64)

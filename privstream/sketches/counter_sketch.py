@@ -1,9 +1,10 @@
 """State and behaviour shared by the Misra–Gries-type sketches (MG, standard MG, PAMG).
 
 A sketch holds its counters, ``k``, ``n`` (total weight seen) and its
-:class:`~privstream.sketches.build.Build`. Merges go through :func:`~privstream.sketches.merge.mg_merge`;
-batch updates are item by item (compiled kernels), never a merge; serialisation through the shared
-binary format.
+:class:`~privstream.sketches.build.Build`, and implements the sketch protocol
+(:class:`~privstream.sketches.protocol.KeyedSketch`). ``merge`` goes through
+:func:`~privstream.sketches.merge.mg_merge`; batch updates are item by item (compiled kernels), never
+a merge; serialisation through the shared binary format, under the class's registered type code.
 
 Counters live in a dict (``_counters``, what sequential updates mutate) and/or, after a merge or
 batch, in a numpy-backed :class:`~privstream.sketches.histogram.Counts` (``_summary``), so that
@@ -13,11 +14,9 @@ when an update or query needs it. Invariant: at least one is set; if both are, t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, Self, TypeVar
+from typing import ClassVar, Self
 
 from privstream.sketches.binary_format import (
-    SketchType,
     decode,
     decode_build,
     decode_counters,
@@ -29,19 +28,20 @@ from privstream.sketches.build import Build
 from privstream.sketches.histogram import Counts
 from privstream.sketches.merge import mg_merge
 from privstream.sketches.order import Dummy, Item, Key, item_order_key, normalize_item
-from privstream.sketches.validation import check_int
+from privstream.sketches.protocol import KeyedSketch, Sketch
+from privstream.validation import check_int
 
 
-class CounterSketch:
-    """Base class; subclasses set the class attributes below."""
+class CounterSketch(KeyedSketch):
+    """Base class of the Misra–Gries-type sketches; subclasses set the class attributes below and
+    register a type code (``@register_sketch``)."""
 
-    _sketch_type: ClassVar[SketchType]
     _merged_build: ClassVar[Build]
     _family: ClassVar[str]  # sketches merge only within a family (same privacy unit)
     _n_extra_params: ClassVar[int] = 0
 
     def __init__(self, k: int, build: Build) -> None:
-        self._k = check_int("k", k)
+        self._k = check_int("k", k, allow_numpy=True)
         self._n = 0
         self._build = build
         self._counters: dict[Key, int] | None = {}
@@ -102,7 +102,7 @@ class CounterSketch:
     def _after_merge(self) -> None:
         """Hook for subclasses with extra sequential state."""
 
-    def _check_mergeable(self, other: CounterSketch) -> None:
+    def _check_mergeable(self, other: Sketch) -> None:
         if not isinstance(other, CounterSketch) or other._family != self._family:
             raise TypeError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
         if other.k < self._k:
@@ -110,9 +110,11 @@ class CounterSketch:
                 f"other.k={other.k} is smaller than k={self._k}: the merged error bound would break"
             )
 
-    def merge(self, other: CounterSketch) -> None:
-        """In place: self <- Merge(self, other) (Agarwal et al.; Lebeda–Tětek Lemma 7.1)."""
+    def merge(self, other: Sketch) -> None:
+        """In place: self <- Merge(self, other) (Agarwal et al.; Lebeda–Tětek Lemma 7.1); the build
+        becomes the merged build (Cor. 7.2 / Cor. 8.10 for a fixed merge order)."""
         self._check_mergeable(other)
+        assert isinstance(other, CounterSketch)
         self._absorb(other._as_counts(), other.n)
 
     def _standard_update(self, x: Item) -> None:
@@ -134,11 +136,11 @@ class CounterSketch:
 
     def to_bytes(self) -> bytes:
         params = [self._k, self._n, self._build.code, *self._extra_params()]
-        return encode(self._sketch_type, params, encode_counters(self._read()))
+        return encode(type(self), params, encode_counters(self._read()))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Self:
-        params, payload = decode(data, cls._sketch_type, 3 + cls._n_extra_params)
+        params, payload = decode(data, cls, 3 + cls._n_extra_params)
         k, n, build_code = params[:3]
         build = decode_build(build_code)
         require(build in cls._allowed_builds(), f"build {build.name} is invalid for {cls.__name__}")
@@ -161,24 +163,3 @@ class CounterSketch:
     @classmethod
     def _allowed_builds(cls) -> tuple[Build, ...]:
         raise NotImplementedError
-
-
-SketchT = TypeVar("SketchT", bound=CounterSketch)
-
-
-def common_param(sketches: Sequence[object], name: str) -> int:
-    """The value of parameter ``name`` shared by all ``sketches`` (ValueError if empty or unequal)."""
-    values = {getattr(s, name) for s in sketches}
-    if not values:
-        raise ValueError("sketches must not be empty")
-    if len(values) != 1:
-        raise ValueError(f"sketches have different {name}: {sorted(values)}; pass {name} explicitly")
-    return values.pop()
-
-
-def merge_all_into(out: SketchT, sketches: Sequence[CounterSketch]) -> SketchT:
-    """Left fold ``out <- Merge(out, s)`` over ``sketches`` in the given (fixed) order; the result's
-    build is the merged build even for a single input (Cor. 7.2 / Cor. 8.10)."""
-    for s in sketches:
-        out.merge(s)
-    return out

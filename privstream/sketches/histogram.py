@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from privstream.sketches.order import INT64_MAX, Item, normalize_item
+from privstream.sketches.order import INT64_MAX, Item, Key, normalize_item
 
 #: bincount is used when max - min of the batch is below max(this, 2 * batch length).
 _BINCOUNT_MIN_RANGE = 1 << 20
@@ -36,7 +37,8 @@ class Counts:
     str_counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[Item, int]) -> Counts:
+    def from_mapping(cls, mapping: Mapping[Item, int] | Mapping[Key, int]) -> Counts:
+        """The items of ``mapping`` with a count > 0 (Dummy keys dropped)."""
         ints = [(x, c) for x, c in mapping.items() if type(x) is int and c > 0]
         strs = {x: c for x, c in mapping.items() if type(x) is str and c > 0}
         if not ints:
@@ -142,6 +144,6 @@ def exact_histogram(items: Iterable[object] | np.ndarray) -> Counts:
         except OverflowError as exc:
             raise ValueError("items: int outside the signed 64-bit range") from exc
         return Counts(*_int_histogram(arr))
-    if types == {str}:
-        return Counts(str_counts=dict(Counter(items)))
+    if types == {str}:  # checked just above: every item is exactly a str
+        return Counts(str_counts=dict(Counter(cast("list[str] | tuple[str, ...]", items))))
     return _counts_from_items(items)

@@ -66,7 +66,7 @@ def _shift(capacity: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _home(x: int, shift: int) -> int:
+def _home(x: int, shift: int) -> np.int64:
     return np.int64((np.uint64(x) * _FIB) >> np.uint64(shift))
 
 

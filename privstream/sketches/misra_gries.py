@@ -14,8 +14,9 @@ Estimates equal those of standard MG (Fact 1): f(x) - n/(k+1) <= estimate <= f(x
 update(x)`` — for int items through the compiled kernel of :mod:`privstream.sketches.kernels`, for
 anything else item by item — so the sketch, its build and its release never depend on how a stream
 was cut into batches or messages (Lemma 2 holds for the stream, whatever the batching). Merging
-separate sketches (``merge``, :func:`merge_misra_gries`) is the Agarwal et al. merge; the result is
-a standard MG summary with build ``MERGED``, whose guarantee (Cor. 7.2) covers one event added to or
+separate sketches (``merge``, :func:`~privstream.sketches.merge.merge_in_order`) is the Agarwal et
+al. merge; ``merge_in_order`` folds MG sketches of either kind into a standard MG summary with build
+``MERGED``, whose guarantee (Cor. 7.2) covers one event added to or
 removed from *one of the merged streams*: the caller must have split the data into those streams by
 a rule that does not depend on other events (shards by a hash of the item or user, time slices
 closed by punctuations), never by position.
@@ -24,37 +25,38 @@ closed by punctuations), never by position.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import ClassVar
 
 import numpy as np
 
-from privstream.sketches.binary_format import SketchType, register, require
+from privstream.sketches.binary_format import register_sketch, require
 from privstream.sketches.build import Build
-from privstream.sketches.counter_sketch import CounterSketch, common_param, merge_all_into
+from privstream.sketches.counter_sketch import CounterSketch
 from privstream.sketches.kernels import Alg1Arrays
 from privstream.sketches.order import INT64_MAX, Dummy, Key, item_order_key, normalize_item
 
 
 class _MisraGriesBase(CounterSketch):
+    """Event-level MG sketches: ``update(item)``; ``update_batch`` is the protocol's item-by-item
+    loop; merges of either kind fold into a :class:`StandardMisraGries` (build ``MERGED``)."""
+
     _merged_build: ClassVar[Build] = Build.MERGED
     _family: ClassVar[str] = "event"
 
-    def update_batch(self, items: Iterable[object] | np.ndarray) -> None:
-        """Process ``items`` in order, exactly as ``for x in items: self.update(x)`` (per-event
-        semantics: the result does not depend on how a stream is cut into batches)."""
-        for x in items:
-            self.update(x)
+    def merge_accumulator(self, k: int) -> StandardMisraGries:
+        """An empty standard MG sketch of size ``k``: what ``merge_in_order`` folds MG sketches
+        into (Agarwal et al. merge; Lebeda–Tětek §7 stores no zero-count keys)."""
+        return StandardMisraGries(k)
 
 
-@register(SketchType.MISRA_GRIES)
+@register_sketch(1)
 class MisraGries(_MisraGriesBase):
     """Lebeda–Tětek Alg. 1 (see module docstring); build ``ALG1_SEQUENTIAL`` until merged.
 
     State: the dict of k slots, or — after a compiled batch — :class:`Alg1Arrays`, converted back
     lazily when a query or a Python-path update needs the dict."""
 
-    _sketch_type: ClassVar[SketchType] = SketchType.MISRA_GRIES
     _n_extra_params: ClassVar[int] = 1
 
     def __init__(self, k: int) -> None:
@@ -165,19 +167,20 @@ class MisraGries(_MisraGriesBase):
         self._arrays = None
         self._zero_heap = None
         if self._build is Build.ALG1_SEQUENTIAL:
-            require(len(self._counters) == self._k, "an Alg. 1 sketch must have exactly k slots")
+            counters = self._read()
+            require(len(counters) == self._k, "an Alg. 1 sketch must have exactly k slots")
             total = self._n - self._decrements * (self._k + 1)
-            require(sum(self._counters.values()) == total, "slots violate the sum identity n - α(k+1)")
-            dummies = sorted(x.index for x in self._counters if type(x) is Dummy)
+            require(sum(counters.values()) == total, "slots violate the sum identity n - α(k+1)")
+            dummies = sorted(x.index for x in counters if type(x) is Dummy)
             # Alg. 1 uses dummies in order and only while one is left no decrement can happen, so
             # reachable states hold a suffix Dummy(j)..Dummy(k-1), all at 0, next to no real zero.
             require(
                 dummies == list(range(self._k - len(dummies), self._k)), "dummies must be a suffix of 0..k-1"
             )
             if dummies:
-                zero_keys = {x for x, c in self._counters.items() if c == 0}
+                zero_keys = {x for x, c in counters.items() if c == 0}
                 require(
-                    zero_keys == {x for x in self._counters if type(x) is Dummy},
+                    zero_keys == {x for x in counters if type(x) is Dummy},
                     "while dummies are left, exactly the dummies are at 0",
                 )
                 require(self._decrements == 0, "an Alg. 1 sketch with dummies left has never decremented")
@@ -205,30 +208,19 @@ def _int64_batch(items: Iterable[object] | np.ndarray) -> np.ndarray | None:
     return None
 
 
-@register(SketchType.STANDARD_MISRA_GRIES)
+@register_sketch(2)
 class StandardMisraGries(_MisraGriesBase):
     """Textbook Misra–Gries (zero counters removed at once); build ``STANDARD_SEQUENTIAL`` until
     merged (then ``MERGED``); ``update_batch`` is item by item."""
-
-    _sketch_type: ClassVar[SketchType] = SketchType.STANDARD_MISRA_GRIES
 
     def __init__(self, k: int) -> None:
         super().__init__(k, Build.STANDARD_SEQUENTIAL)
 
     def update(self, item: object) -> None:
+        """Process one stream item (standard MG step)."""
         self._n += 1
         self._standard_update(normalize_item(item))
 
     @classmethod
     def _allowed_builds(cls) -> tuple[Build, ...]:
         return (Build.STANDARD_SEQUENTIAL, Build.MERGED)
-
-
-def merge_misra_gries(sketches: Sequence[_MisraGriesBase], k: int | None = None) -> StandardMisraGries:
-    """Merge MG sketches (Alg. 1 or standard, any build) in the given order, which the caller fixes
-    independently of the data (e.g. by shard id); Lebeda–Tětek Cor. 7.2. Alg. 1 sketches lose their
-    zero-count and Dummy keys first. ``k`` defaults to the common k of the inputs and may not exceed
-    any input's k."""
-    sketches = list(sketches)
-    out = StandardMisraGries(common_param(sketches, "k") if k is None else k)
-    return merge_all_into(out, sketches)

@@ -42,13 +42,12 @@ Key: TypeAlias = int | str | Dummy
 
 def item_order_key(key: Key) -> tuple[int, int | str]:
     """Sort key of ``key`` in the universe's total order: ints < strs < dummies."""
-    kind = type(key)
-    if kind is int:
-        return (0, key)  # type: ignore[return-value]
-    if kind is str:
-        return (1, key)  # type: ignore[return-value]
-    if kind is Dummy:
-        return (2, key.index)  # type: ignore[union-attr]
+    if type(key) is int:  # exact types: a bool or a numpy int is normalised first
+        return (0, key)
+    if type(key) is str:
+        return (1, key)
+    if type(key) is Dummy:
+        return (2, key.index)
     return item_order_key(normalize_item(key))
 
 
@@ -59,12 +58,11 @@ def normalize_item(item: object) -> Item:
     ``True == 1`` would silently merge two different items; ints must fit in signed 64 bits
     (the binary format and the vectorised paths store them as int64).
     """
-    kind = type(item)
-    if kind is str:
-        return item  # type: ignore[return-value]
-    if kind is int:
-        if INT64_MIN <= item <= INT64_MAX:  # type: ignore[operator]
-            return item  # type: ignore[return-value]
+    if type(item) is str:
+        return item
+    if type(item) is int:
+        if INT64_MIN <= item <= INT64_MAX:
+            return item
         raise ValueError("item: int outside the signed 64-bit range")
     if isinstance(item, bool | np.bool_):
         raise TypeError("item must be an int or a str, not a bool")
@@ -72,7 +70,7 @@ def normalize_item(item: object) -> Item:
         return normalize_item(int(item))
     if isinstance(item, str):
         return str(item)
-    raise TypeError(f"item must be an int or a str, not {kind.__name__}")
+    raise TypeError(f"item must be an int or a str, not {type(item).__name__}")
 
 
 def sorted_items(keys: Iterable[Key]) -> list[Key]:

@@ -6,26 +6,29 @@ all counters once and removes zeros. Guarantees: error within [f(x) - ⌊N/(k+1)
 N = total items); removing one user changes at most k counters by exactly 1, all in the same
 direction, with nested key sets (Lemma 8.9): ℓ2-sensitivity √k independent of m.
 
-``update_batch`` / ``update_batch_flat`` are exactly ``update_user`` applied to each user in order
-(int items through the compiled kernel of :mod:`privstream.sketches.kernels`), so Lemma 8.9 holds
-for the stream of users whatever its batching: a batch never changes the build. Only ``merge`` /
-``merge_pamg`` give ``PAMG_MERGED`` (Cor. 8.10: one user added to or removed from one of the merged
-streams, which must be split by a rule that does not depend on other users, e.g. a hash of the user).
+The stream element of PAMG is one user's set: ``update(items)`` is the Alg. 4 step for one user.
+``update_batch`` / ``update_batch_flat`` are exactly ``update`` applied to each user in order (int
+items through the compiled kernel of :mod:`privstream.sketches.kernels`), so Lemma 8.9 holds for
+the stream of users whatever its batching: a batch never changes the build. Only ``merge`` /
+:func:`~privstream.sketches.merge.merge_in_order` give ``PAMG_MERGED`` (Cor. 8.10: one user added to
+or removed from one of the merged streams, which must be split by a rule that does not depend on
+other users, e.g. a hash of the user).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import ClassVar
 
 import numpy as np
 
-from privstream.sketches.binary_format import SketchType, register, require
+from privstream.sketches.binary_format import register_sketch, require
 from privstream.sketches.build import Build
-from privstream.sketches.counter_sketch import CounterSketch, common_param, merge_all_into
+from privstream.sketches.counter_sketch import CounterSketch
 from privstream.sketches.kernels import pamg_update
 from privstream.sketches.order import INT64_MAX, Item, normalize_item
-from privstream.sketches.validation import check_int
+from privstream.sketches.protocol import Sketch
+from privstream.validation import check_int
 
 
 def check_user_items(m: int, items: Iterable[object]) -> tuple[Item, ...]:
@@ -41,18 +44,18 @@ def check_user_items(m: int, items: Iterable[object]) -> tuple[Item, ...]:
     return xs
 
 
-@register(SketchType.PAMG)
+@register_sketch(3)
 class PrivacyAwareMisraGries(CounterSketch):
-    """Alg. 4 with k counters for users of at most m distinct items (1 <= m < k)."""
+    """Alg. 4 with k counters for users of at most m distinct items (1 <= m < k); the stream element
+    (``update``) is one user's set."""
 
-    _sketch_type: ClassVar[SketchType] = SketchType.PAMG
     _merged_build: ClassVar[Build] = Build.PAMG_MERGED
     _family: ClassVar[str] = "user"
     _n_extra_params: ClassVar[int] = 2
 
     def __init__(self, k: int, m: int) -> None:
         super().__init__(k, Build.PAMG)
-        self._m = check_int("m", m)
+        self._m = check_int("m", m, allow_numpy=True)
         if self._m >= self._k:
             raise ValueError(f"m must be < k (Lebeda-Tetek §8 assumes k > m), got m={self._m}, k={self._k}")
         self._users = 0
@@ -65,9 +68,12 @@ class PrivacyAwareMisraGries(CounterSketch):
     def n_users(self) -> int:
         return self._users
 
-    def update_user(self, items: Iterable[object]) -> None:
-        """Alg. 4 step for one user's set of at most m distinct items."""
-        xs = check_user_items(self._m, items)
+    def update(self, items: Iterable[object]) -> None:
+        """Alg. 4 step for one user's set of at most m distinct items (the stream element)."""
+        self._add_user(check_user_items(self._m, items))
+
+    def _add_user(self, xs: tuple[Item, ...]) -> None:
+        """Alg. 4 step for one user's already checked items."""
         self._users += 1
         self._n += len(xs)
         counters = self._write()
@@ -76,15 +82,12 @@ class PrivacyAwareMisraGries(CounterSketch):
         if len(counters) > self._k:  # decrement all once for this user
             self._counters = {y: c - 1 for y, c in counters.items() if c > 1}
 
-    #: ``update(items)``: the common sketch interface; PAMG's unit of update is one user's set.
-    update = update_user
-
     def update_batch(self, users: Iterable[Iterable[object]]) -> None:
-        """Exactly ``update_user`` for each user in order; every user is validated first, so a bad
-        one leaves the sketch unchanged."""
+        """Exactly ``update`` for each user in order (Lemma 8.9 for the stream of users); every user
+        is validated first, so a bad one leaves the sketch unchanged."""
         checked = [check_user_items(self._m, user) for user in users]
         for xs in checked:
-            self.update_user(xs)
+            self._add_user(xs)
 
     def update_batch_flat(self, items: np.ndarray, offsets: np.ndarray) -> None:
         """Compiled batch: user i holds ``items[offsets[i]:offsets[i+1]]`` (int items). Checks sizes
@@ -108,21 +111,28 @@ class PrivacyAwareMisraGries(CounterSketch):
         pairs = list(self._read().items())
         if any(type(x) is str for x, _ in pairs):  # keep Alg. 4 exact through the item path
             for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
-                self.update_user(items64[start:stop].tolist())
+                self.update(items64[start:stop].tolist())
             return
         new = pamg_update(pairs, self._k, self._m, items64, offsets.astype(np.int64, copy=False))  # type: ignore[arg-type]
         self._counters, self._summary = dict(new), None
         self._users += len(sizes)
         self._n += len(items64)
 
-    def _check_mergeable(self, other: CounterSketch) -> None:
+    def _check_mergeable(self, other: Sketch) -> None:
         super()._check_mergeable(other)
-        if other.m != self._m:  # type: ignore[attr-defined]
-            raise ValueError(f"cannot merge PAMG sketches with different m: {other.m} != {self._m}")  # type: ignore[attr-defined]
+        assert isinstance(other, PrivacyAwareMisraGries)  # the "user" family is PAMG only
+        if other.m != self._m:
+            raise ValueError(f"cannot merge PAMG sketches with different m: {other.m} != {self._m}")
 
-    def merge(self, other: CounterSketch) -> None:
+    def merge(self, other: Sketch) -> None:
+        """In place: Agarwal et al. merge (Lebeda–Tětek Cor. 8.10); users add up."""
         super().merge(other)
-        self._users += other.n_users  # type: ignore[attr-defined]
+        assert isinstance(other, PrivacyAwareMisraGries)
+        self._users += other.n_users
+
+    def merge_accumulator(self, k: int) -> PrivacyAwareMisraGries:
+        """An empty PAMG sketch of size ``k`` with this sketch's m (what ``merge_in_order`` folds into)."""
+        return PrivacyAwareMisraGries(k, self._m)
 
     def _extra_params(self) -> list[int]:
         return [self._m, self._users]
@@ -167,10 +177,3 @@ def _check_distinct_rows(items: np.ndarray, sizes: np.ndarray) -> None:
         raise ValueError(
             f"a user's items must be distinct; user {int(offenders.min())} of the batch repeats an item"
         )
-
-
-def merge_pamg(sketches: Sequence[PrivacyAwareMisraGries]) -> PrivacyAwareMisraGries:
-    """Merge PAMG sketches (same k and m) in the given fixed order (Lebeda–Tětek Cor. 8.10)."""
-    sketches = list(sketches)
-    out = PrivacyAwareMisraGries(common_param(sketches, "k"), common_param(sketches, "m"))
-    return merge_all_into(out, sketches)

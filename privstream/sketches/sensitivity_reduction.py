@@ -15,29 +15,30 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar
 
 from privstream.sketches.binary_format import (
-    SketchType,
     decode,
     decode_build,
     decode_counters,
     encode,
     encode_counters,
-    register,
+    register_sketch,
     require,
 )
 from privstream.sketches.build import Build
-from privstream.sketches.counter_sketch import CounterSketch, common_param
+from privstream.sketches.counter_sketch import CounterSketch
 from privstream.sketches.order import Dummy, Item, item_order_key, normalize_item
+from privstream.sketches.validation import common_param
 
 
-@register(SketchType.REDUCED)
+@register_sketch(4)
 @dataclass(frozen=True)
 class ReducedSketch:
-    """Output of Alg. 3: value of key x is ``numerators[x] / denominator`` with denominator k+1."""
+    """Output of Alg. 3: value of key x is ``numerators[x] / denominator`` with denominator k+1.
 
-    _sketch_type: ClassVar[SketchType] = SketchType.REDUCED
+    Not a stream sketch (no ``update``; partitions combine with :func:`sum_reduced`, §7, not with
+    ``merge``), so it does not implement :class:`~privstream.sketches.protocol.Sketch`; it is
+    registered for the binary format only."""
 
     k: int
     n: int
@@ -68,18 +69,19 @@ class ReducedSketch:
 
     def to_bytes(self) -> bytes:
         params = [self.k, self.n, self.source_build.code, self.partitions]
-        return encode(SketchType.REDUCED, params, encode_counters(self.numerators))
+        return encode(ReducedSketch, params, encode_counters(self.numerators))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ReducedSketch:
-        (k, n, build_code, partitions), payload = decode(data, SketchType.REDUCED, 4)
+        (k, n, build_code, partitions), payload = decode(data, cls, 4)
         build = decode_build(build_code)
         numerators = decode_counters(payload)
         require(k >= 1 and partitions >= 1, "k and partitions must be >= 1")
         require(build.guarantees.sensitivity_reduction, f"build {build.name} cannot be reduced")
         require(len(numerators) <= k * partitions, "more than k keys per partition")
-        require(all(type(x) is not Dummy and v > 0 for x, v in numerators.items()), "bad reduced values")
-        return cls(k, n, _sorted(numerators), build, partitions)
+        values = {x: v for x, v in numerators.items() if not isinstance(x, Dummy) and v > 0}
+        require(len(values) == len(numerators), "bad reduced values")
+        return cls(k, n, _sorted(values), build, partitions)
 
 
 def _sorted(mapping: Mapping[Item, int]) -> dict[Item, int]:

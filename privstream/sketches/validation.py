@@ -1,17 +1,15 @@
-"""Fail-fast parameter checks whose messages name the offending parameter."""
+"""Checks on sets of sketches (integer parameters: :func:`privstream.validation.check_int`)."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Sequence
 
 
-def check_int(name: str, value: object, *, minimum: int = 1, below: int | None = None) -> int:
-    """Return ``value`` as an int if it is an integer (not bool) with minimum <= value (< below)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if below is not None and value >= below:
-        raise ValueError(f"{name} must be < {below}, got {value}")
-    return value
+def common_param(sketches: Sequence[object], name: str) -> int:
+    """The value of parameter ``name`` shared by all ``sketches`` (ValueError if empty or unequal)."""
+    values = {getattr(s, name) for s in sketches}
+    if not values:
+        raise ValueError("sketches must not be empty")
+    if len(values) != 1:
+        raise ValueError(f"sketches have different {name}: {sorted(values)}; pass {name} explicitly")
+    return values.pop()
