@@ -38,11 +38,17 @@ in between are released as empty sketches.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from privstream.operators.payloads import EventPayload, Payload
+from privstream.operators.state_records import (
+    SHARD_PROGRESS,
+    decode_record,
+    encode_record,
+    from_optional_ints,
+    optional_ints,
+)
 
 from privstream.privacy import (
     Condition,
@@ -52,6 +58,7 @@ from privstream.privacy import (
     NeighbourRelation,
     Scope,
 )
+from privstream.sketches import SketchFormatError
 from privstream.validation import check_int
 
 #: ``closed_through`` of a shard that has finished its input: every epoch is closed.
@@ -89,11 +96,21 @@ class ShardProgress:
     misrouted: str | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        """The core's binary envelope (:mod:`privstream.operators.state_records`), not JSON."""
+        params = optional_ints([self.seen, self.watermark, self.first_epoch, self.closed_through])
+        reason = b"" if self.misrouted is None else self.misrouted.encode()
+        return encode_record(SHARD_PROGRESS, [*params, int(self.misrouted is not None)], reason)
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> ShardProgress:
-        return cls() if not data else cls(**json.loads(data))
+        if not data:
+            return cls()
+        params, payload = decode_record(data, SHARD_PROGRESS, 6, "ShardProgress")
+        seen, watermark, first_epoch, closed_through = from_optional_ints(params[:5], 4)
+        if seen is None or seen < 0 or params[5] not in (0, 1) or (payload and not params[5]):
+            raise SketchFormatError("bad ShardProgress record")
+        misrouted = payload.decode() if params[5] else None
+        return cls(seen, watermark, first_epoch, closed_through, misrouted)
 
     def punctuate(self, watermark_ms: int) -> None:
         """Record a punctuation; the shard's watermark never moves back."""

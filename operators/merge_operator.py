@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from privstream.operators.shard_logic import EpochMerger, MergedEpoch, ShardSketch
+from privstream.operators.kafka_io import BYTES
+from privstream.operators.shard_logic import EpochMerger, MergedEpoch, MergeState, ShardSketch
 from privstream.operators.sketch_spec import SketchSpec
-from pyflink.common import Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
@@ -27,12 +27,18 @@ class EpochMergeFunction(KeyedProcessFunction):
         self.spec = spec
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.state = runtime_context.get_state(
-            ValueStateDescriptor("merge-state", Types.PICKLED_BYTE_ARRAY())
-        )
+        self.state = runtime_context.get_state(ValueStateDescriptor("merge-state", BYTES))
+
+    def merger(self) -> EpochMerger:
+        """The merge logic over the checkpointed state (core binary envelope, never pickle)."""
+        data = self.state.value()
+        return EpochMerger(self.num_shards, self.spec, MergeState.from_bytes(bytes(data)) if data else None)
+
+    def store(self, merger: EpochMerger) -> None:
+        self.state.update(merger.state.to_bytes())
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[MergedEpoch]:
-        merger = EpochMerger(self.num_shards, self.spec, self.state.value())
+        merger = self.merger()
         out = merger.add(ShardSketch(*value))
-        self.state.update(merger.state)
+        self.store(merger)
         yield from out

@@ -22,7 +22,17 @@ from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
 from privstream.operators.payloads import Payload, UserSetPayload, WatermarkPayload
 from privstream.operators.routing import routing_error
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.state_records import (
+    MERGE_STATE,
+    decode_record,
+    encode_record,
+    from_optional_ints,
+    optional_ints,
+    pack_merge_payload,
+    unpack_merge_payload,
+)
 
+from privstream.sketches import SketchFormatError
 from privstream.validation import check_int
 
 
@@ -158,6 +168,25 @@ class MergeState(NamedTuple):
     next_epoch: int | None
     starts: tuple[int | None, ...]
     refused: str | None = None
+
+    def to_bytes(self) -> bytes:
+        """The core's binary envelope (:mod:`privstream.operators.state_records`), not pickle."""
+        entries = sum(len(shards) for shards in self.pending.values())
+        params = [len(self.closed), entries, *optional_ints([self.next_epoch]), int(self.refused is not None)]
+        payload = pack_merge_payload(self.closed, self.starts, self.pending)
+        return encode_record(MERGE_STATE, params, payload + (self.refused or "").encode())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MergeState:
+        params, payload = decode_record(data, MERGE_STATE, 5, "MergeState")
+        shards, entries, refused_flag = params[0], params[1], params[4]
+        (next_epoch,) = from_optional_ints(params[2:4], 1)
+        if shards < 1 or refused_flag not in (0, 1):
+            raise SketchFormatError("bad MergeState record")
+        closed, starts, pending, rest = unpack_merge_payload(payload, shards, entries)
+        if rest and not refused_flag:
+            raise SketchFormatError("trailing bytes in a MergeState record")
+        return cls(tuple(closed), pending, next_epoch, tuple(starts), rest.decode() if refused_flag else None)
 
 
 class EpochMerger:

@@ -43,7 +43,7 @@ from privstream.operators.payloads import (
     decode_payload,
 )
 from privstream.operators.routing import routing_error
-from privstream.operators.shard_logic import EpochMerger, MergedEpoch, ShardSketch
+from privstream.operators.shard_logic import MergedEpoch, ShardSketch
 from privstream.operators.sketch_operator import DEAD_LETTERS
 from privstream.operators.sketch_spec import SketchSpec
 from pyflink.common import Types
@@ -149,9 +149,9 @@ class WatermarkEpochMergeFunction(EpochMergeFunction):
             ctx.timer_service().register_event_time_timer((epoch + 1) * self.length_ms - 1)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[MergedEpoch]:
-        merger = EpochMerger(self.num_shards, self.spec, self.state.value())
+        merger = self.merger()
         out = merger.close_all_through((timestamp + 1) // self.length_ms - 1)
-        self.state.update(merger.state)
+        self.store(merger)
         yield from out
 
 

@@ -34,7 +34,7 @@ count, truncation, trailing bytes and checksum mismatches with :class:`SketchFor
 and :func:`load_sketch` dispatches through that registry; nothing here lists the sketches
 (:func:`registered_sketches` is the table; ``tests/test_sketch_protocol.py`` pins the codes in use).
 A code is part of the wire format: never change or reuse one; a new sketch takes a free code in
-1..255.
+1..199 (200..255 are the operators' state records).
 """
 
 from __future__ import annotations
@@ -62,16 +62,19 @@ class SketchFormatError(ValueError):
 
 
 _REGISTRY: dict[int, type] = {}
+#: Type codes reserved for the streaming operators' checkpointed state records (shard progress,
+#: merge state), which share this envelope but are not sketches: never registered as sketches.
+STATE_CODES = range(200, 256)
 _T = TypeVar("_T", bound=type)
 
 
 def register_sketch(code: int) -> Callable[[_T], _T]:
-    """Class decorator: ``code`` (1..255) is the stable type byte of ``cls`` in the binary format.
+    """Class decorator: ``code`` (1..199) is the stable type byte of ``cls`` in the binary format.
 
     Sets ``cls.type_code`` and makes :func:`load_sketch` decode that byte with ``cls.from_bytes``.
     A code is registered once: a second class for the same code, or a second code for one class,
     is a ValueError (two sketches sharing a byte would decode each other's bytes)."""
-    code = check_int("sketch type code", code, below=256, type_error=ValueError)
+    code = check_int("sketch type code", code, below=STATE_CODES.start, type_error=ValueError)
 
     def deco(cls: _T) -> _T:
         if not callable(getattr(cls, "from_bytes", None)) or not callable(getattr(cls, "to_bytes", None)):
@@ -124,14 +127,24 @@ def load_sketch(data: bytes) -> Any:
 
 def encode(cls: type, params: Sequence[int], payload: bytes) -> bytes:
     """The envelope of a ``cls`` sketch (its registered type code) around ``params`` and ``payload``."""
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, type_code(cls), 0, len(params))
+    return encode_envelope(type_code(cls), params, payload)
+
+
+def encode_envelope(code: int, params: Sequence[int], payload: bytes) -> bytes:
+    """The envelope with type byte ``code`` around ``params`` (u64 each) and ``payload``: for sketches
+    via :func:`encode`, and for the operators' state records (codes in :data:`STATE_CODES`)."""
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, code, 0, len(params))
     body = b"".join([head, struct.pack(f"<{len(params)}Q", *params), _U64.pack(len(payload)), payload])
     return body + _U32.pack(zlib.crc32(body))
 
 
 def decode(data: bytes, cls: type, n_params: int) -> tuple[tuple[int, ...], bytes]:
     """Check the envelope of bytes that should hold a ``cls`` sketch; return (params, payload)."""
-    expected = type_code(cls)
+    return decode_envelope(data, type_code(cls), n_params, cls.__name__)
+
+
+def decode_envelope(data: bytes, expected: int, n_params: int, what: str) -> tuple[tuple[int, ...], bytes]:
+    """Check the envelope of bytes that should hold type ``expected`` (named ``what`` in errors)."""
     data = bytes(data)
     if len(data) < _HEAD.size:
         raise SketchFormatError(f"truncated: {len(data)} bytes is shorter than the header")
@@ -141,7 +154,7 @@ def decode(data: bytes, cls: type, n_params: int) -> tuple[tuple[int, ...], byte
     if version != FORMAT_VERSION:
         raise SketchFormatError(f"unsupported format version {version} (this build reads {FORMAT_VERSION})")
     if stype != expected:
-        raise SketchFormatError(f"wrong sketch type: expected {cls.__name__}, got {_type_name(stype)}")
+        raise SketchFormatError(f"wrong sketch type: expected {what}, got {_type_name(stype)}")
     if reserved != 0 or n != n_params:
         raise SketchFormatError(f"bad header: {n} parameters (expected {n_params}), reserved={reserved}")
     at = _HEAD.size + 8 * n
