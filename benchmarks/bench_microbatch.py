@@ -53,7 +53,7 @@ each with ~10 s of start-up; the job itself, with merge, release and transaction
 
 Run (the machine is shared; never two heavy jobs at once)::
 
-    flock /tmp/privstream-heavy.lock /work/venv/bin/python benchmarks/bench_microbatch.py
+    flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_microbatch.py
 
 ``--options`` picks a subset; ``--events``, ``--table-events``, ``--per-record-events``, ``--batch``,
 ``--partitions`` and ``--window-ms`` change sizes (defaults: about 3.5 minutes on 2 cores).

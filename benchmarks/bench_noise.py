@@ -1,9 +1,9 @@
 """Benchmark: exact noise for k = 1000 counters, and full k = 1000 releases.
 
 Run (one heavy job at a time on the shared machine):
-    flock /tmp/privstream-heavy.lock /work/venv/bin/python benchmarks/bench_noise.py
+    flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_noise.py
 
-Target (issue 3): noise for k = 1000 counters in < 50 ms with the production CSPRNG source.
+Target: noise for k = 1000 counters in < 50 ms with the production CSPRNG source.
 Prints the median and 90th percentile over repeats, in milliseconds.
 """
 

@@ -1,4 +1,4 @@
-"""Throughput of the core sketches on one Zipf(1.1) stream (issue 2 benchmark).
+"""Throughput of the core sketches on one Zipf(1.1) stream .
 
 One stream of 10^7 items over 10^5 distinct values (truncated Zipf(1.1): P(rank r) ∝ r^-1.1,
 r = 1..10^5, item = r - 1), generated once with a fixed numpy seed (synthetic data only). Timed:
@@ -11,7 +11,7 @@ r = 1..10^5, item = r - 1), generated once with a fixed numpy seed (synthetic da
   ints (the list conversion is not timed);
 * MG sequential Alg. 1 ``update`` on a 10^6-item prefix, for reference.
 
-Targets (issue 2): MG batch >= 1x DataSketches; MG and CMS batch within 5x of np.bincount.
+Targets: MG batch >= 1x DataSketches; MG and CMS batch within 5x of np.bincount.
 Run: ``flock /tmp/privstream-heavy.lock python benchmarks/bench_sketches.py``.
 """
 

@@ -235,12 +235,12 @@ def _produce(args: argparse.Namespace) -> int:
     from privstream.connectors.produce import EventProducer
     from privstream.connectors.topics import TopicSpec, create_topics
 
-    if args.batch < 1:
-        raise ValueError(f"--batch: must be >= 1, got {args.batch}")
+    from privstream.validation import check_int
+
+    check_int("--batch", args.batch, type_error=ValueError)
     if args.generator and args.key == "user" and args.users is None:
         raise ValueError("--users: --key user needs user ids, which --generator makes only with --users N")
-    if args.chunk < 1:
-        raise ValueError(f"--chunk: must be >= 1, got {args.chunk}")
+    check_int("--chunk", args.chunk, type_error=ValueError)
     if args.rate is not None and args.rate <= 0:
         raise ValueError(f"--rate: must be > 0, got {args.rate}")
     from privstream.connectors.validation import parse_duration_ms

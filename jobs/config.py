@@ -7,7 +7,7 @@ the command line and programmatic callers report the same thing. The objects the
 derived from it: :attr:`~HeavyHittersConfig.spec`, :attr:`~HeavyHittersConfig.policy`,
 :attr:`~HeavyHittersConfig.release`.
 
-:class:`TestHooks` (deterministic noise, an injected failure) are TESTS ONLY and no option sets them:
+:class:`TestHooks` (deterministic noise, an injected failure, the pre-noise sketches topic) are TESTS ONLY and no option sets them:
 tests pass them to :class:`privstream.jobs.job.HeavyHittersJob`.
 
 Dependency order of the job modules: ``config`` ← ``pipeline`` ← ``job`` ← ``heavy_hitters`` (the
@@ -32,15 +32,19 @@ from privstream.operators.epochs import (
 )
 from privstream.operators.faults import TestFaults
 from privstream.operators.release_logic import ReleaseConfig
-from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.sketch_spec import SHARD_KEYS, SketchSpec, kind_for
 
-from privstream.mechanisms import MECHANISMS
+from privstream.mechanisms import registry
 
-#: ``--mechanism`` values: "auto" (the valid mechanism with the smallest error bound) or a mechanism
-#: of the release entry point's registry (only those valid for the job's merged sketches are accepted).
-MECHANISM_CHOICES: tuple[str, ...] = ("auto", *MECHANISMS)
+
+def mechanism_choices() -> tuple[str, ...]:
+    """``--mechanism`` values, read from the live mechanism registry when called (the parser is
+    built): "auto" (the valid mechanism with the smallest error bound) or a registered mechanism
+    (only those valid for the job's merged sketches are accepted)."""
+    return ("auto", *registry.names())
+
+
 OPERATORS = ("process", "window")
-SHARD_KEYS = ("item", "user")
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
 _MS = timedelta(milliseconds=1)
 
@@ -93,13 +97,20 @@ def _sql_value(option: str, value: str) -> None:
 class TestHooks:
     """TESTS ONLY, never set by an option: ``noise_seed`` makes release noise deterministic (a public
     seed: no privacy); ``fail_marker``/``fail_after`` make the sketch operator fail once, after
-    ``fail_after`` events of shard 0 (:class:`~privstream.operators.faults.TestFaults`)."""
+    ``fail_after`` events of shard 0 (:class:`~privstream.operators.faults.TestFaults`);
+    ``expose_sketches_topic`` also publishes the merged PRE-NOISE sketches to that topic (NOT
+    private: tests and audits only)."""
 
     __test__ = False  # not a pytest test class
 
     noise_seed: int | None = None
     fail_marker: str | None = None
     fail_after: int = 0
+    expose_sketches_topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.expose_sketches_topic is not None:
+            _topic("expose_sketches_topic", self.expose_sketches_topic)
 
     @property
     def faults(self) -> TestFaults:
@@ -116,8 +127,7 @@ class HeavyHittersConfig:
     one epoch's ε/δ, ``ledger_id`` = ``heavy-hitters/<topic>``, ``dlq_topic`` = ``<topic>-dlq``,
     ``shard_key`` = item (MG) or user (PAMG), ``checkpoint_dir`` = a new temporary directory.
     ``stop_offsets`` (every partition's end offset) or ``stop_at_end_markers`` (found by a scan before
-    the start) bound the run. ``expose_sketches_topic`` publishes the merged PRE-NOISE sketches
-    (tests and audits only: not private)."""
+    the start) bound the run."""
 
     epsilon: float
     delta: float
@@ -147,7 +157,6 @@ class HeavyHittersConfig:
     flink_conf: tuple[tuple[str, str], ...] = ()
     restore_from: str | None = None
     restart_attempts: int = 3
-    expose_sketches_topic: str | None = None
     job_name: str = "privstream-heavy-hitters"
 
     def __post_init__(self) -> None:
@@ -171,7 +180,6 @@ class HeavyHittersConfig:
             ("--releases-topic", self.releases_topic),
             ("--ledger-topic", self.ledger_topic),
             ("--dlq-topic", self.dlq_topic),
-            ("--expose-sketches-topic", self.expose_sketches_topic),
         ):
             if topic is not None:
                 _topic(option, topic)
@@ -281,8 +289,9 @@ class HeavyHittersConfig:
 
     @property
     def spec(self) -> SketchSpec:
-        """The shard sketch: MG (event level) or PAMG (user level, with ``m``)."""
-        return SketchSpec("pamg" if self.m is not None else "mg", self.k, self.m, self.shard_key)
+        """The shard sketch: the registered event-level kind (MG), or with ``m`` the user-level one (PAMG)."""
+        kind = kind_for(user_level=self.m is not None)
+        return SketchSpec(kind.name, self.k, self.m, self.shard_key)
 
     @property
     def policy(self) -> EpochPolicy:

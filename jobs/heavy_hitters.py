@@ -43,12 +43,12 @@ from datetime import timedelta
 
 from privstream.connectors import validation
 from privstream.jobs.config import (
-    MECHANISM_CHOICES,
     OPERATORS,
     SHARD_KEYS,
     ConfigError,
     HeavyHittersConfig,
     TestHooks,
+    mechanism_choices,
 )
 from privstream.jobs.job import HeavyHittersJob
 
@@ -108,7 +108,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mechanism",
-        choices=MECHANISM_CHOICES,
+        choices=mechanism_choices(),
         default="auto",
         help="release mechanism: auto (default: the valid one with the smallest error bound) or one "
         "valid for the job's MERGED sketches (the others are refused with the reason and the valid choices)",
@@ -148,11 +148,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
     p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
-    p.add_argument(
-        "--expose-sketches-topic",
-        default=None,
-        help="TESTS/AUDIT ONLY: also write the merged PRE-NOISE sketches to this topic (NOT private)",
-    )
 
 
 def _duration(text: str, option: str) -> timedelta:
@@ -221,7 +216,6 @@ def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
         flink_conf=_flink_conf(args.flink_conf),
         restore_from=args.restore_from,
         restart_attempts=args.restart_attempts,
-        expose_sketches_topic=args.expose_sketches_topic,
     )
 
 

@@ -46,18 +46,18 @@ class KafkaInputs:
 class HeavyHittersJob:
     """The heavy-hitters Flink job for a validated :class:`HeavyHittersConfig`.
 
-    ``hooks`` are TESTS ONLY (deterministic noise, an injected failure); no command-line option sets
-    them. Each :meth:`build` reads Kafka afresh (the ledger above all), so one job object can run twice."""
+    ``hooks`` are TESTS ONLY (deterministic noise, an injected failure, the pre-noise sketches
+    topic); no command-line option sets them. Each :meth:`build` reads Kafka afresh (the ledger above all), so one job object can run twice."""
 
     def __init__(self, config: HeavyHittersConfig, *, hooks: TestHooks | None = None) -> None:
         self.config = config
         self.hooks = hooks or TestHooks()
         if self.hooks.noise_seed is not None:
             logger.warning("TEST HOOK: release noise is deterministic (noise seed %s)", self.hooks.noise_seed)
-        if config.expose_sketches_topic:
+        if self.hooks.expose_sketches_topic:
             logger.warning(
-                "--expose-sketches-topic publishes NON-PRIVATE sketches to %r (tests/audit only)",
-                config.expose_sketches_topic,
+                "TEST HOOK: publishing NON-PRIVATE pre-noise sketches to %r (tests/audit only)",
+                self.hooks.expose_sketches_topic,
             )
 
     @cached_property
@@ -93,8 +93,8 @@ class HeavyHittersJob:
             TopicSpec(config.ledger_topic, compacted=True),
             TopicSpec(config.dlq),
         ]
-        if config.expose_sketches_topic:
-            specs.append(TopicSpec(config.expose_sketches_topic))
+        if self.hooks.expose_sketches_topic:
+            specs.append(TopicSpec(self.hooks.expose_sketches_topic))
         create_topics(config.bootstrap, specs)
         stop_offsets = config.stop_offsets
         if config.stop_at_end_markers:

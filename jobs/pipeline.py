@@ -106,7 +106,7 @@ def build_pipeline(
                 config.spec,
                 config.policy,
                 initial_ledger,
-                expose_sketches=bool(config.expose_sketches_topic),
+                expose_sketches=bool(hooks.expose_sketches_topic),
             ),
             output_type=BYTES,
         )
@@ -128,8 +128,8 @@ def build_pipeline(
     sink(releases, config.releases_topic, "releases")
     sink(releases.get_side_output(LEDGER), config.ledger_topic, "ledger", keyed=True)
     sink(dead_letters, config.dlq, "dlq")
-    if config.expose_sketches_topic:
-        sink(releases.get_side_output(SKETCHES), config.expose_sketches_topic, "sketches")
+    if hooks.expose_sketches_topic:  # TESTS/AUDIT ONLY: the pre-noise sketches are NOT private
+        sink(releases.get_side_output(SKETCHES), hooks.expose_sketches_topic, "sketches")
 
 
 def _window_variant(rows: Any, config: HeavyHittersConfig, shards: int) -> tuple[Any, Any]:

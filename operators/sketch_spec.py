@@ -1,5 +1,9 @@
 """Which sketch a shard keeps, and how shard sketches are created, updated, loaded and merged.
 
+Each sketch family the job can run is one :class:`ShardSketchKind` in a small registry
+(:func:`register_kind`, :func:`get_kind`); :class:`SketchSpec` looks its ``kind`` up there and
+never branches on the family's name. The registered kinds:
+
 ``SketchSpec("mg", k)``: per shard a Lebeda–Tětek Alg. 1 :class:`~privstream.sketches.MisraGries`
 fed with micro-batches through ``update_batch``, which processes them exactly item by item (the
 compiled Alg. 1 kernel), so a shard's sketch is its stream's sequential Alg. 1 sketch whatever the
@@ -13,12 +17,15 @@ into a standard MG sketch (mergeable-summaries merge, Cor. 7.2: the shards must 
 
 Either way the sketch the release operator sees is a *merged* sketch, so the release entry point
 uses GSHM / thresholded Laplace and refuses PMG (Alg. 2 needs a sequential Alg. 1 sketch).
+
+To add a family: one :func:`register_kind` call with its :class:`ShardSketchKind`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from privstream.operators.payloads import EventPayload, Payload, UserSetPayload
 
@@ -33,14 +40,113 @@ from privstream.sketches import (
 )
 from privstream.validation import check_int
 
-KINDS = ("mg", "pamg")
-
 ShardSketchT = MisraGries | StandardMisraGries | PrivacyAwareMisraGries
+
+#: what a producer may hash to pick an event's partition (:mod:`privstream.operators.routing`)
+SHARD_KEYS = ("item", "user")
+
+
+@dataclass(frozen=True)
+class ShardSketchKind:
+    """One sketch family of the job: everything :class:`SketchSpec` needs to know about it.
+
+    ``create(k, m)`` makes an empty shard sketch and ``load`` decodes one; ``merged_type`` is what
+    ``merge_in_order`` of its shard sketches gives. It consumes ``payload_type`` pieces
+    (:class:`EventPayload` batches or one :class:`UserSetPayload`), fed by ``feed(sketch, piece)``.
+    ``shard_keys``: the shard keys it allows, the first one the default (``shard_key_rule`` says why
+    when it allows fewer than :data:`SHARD_KEYS`). ``user_level``: its privacy unit is one user's set
+    (it takes ``m``, the bound on a set, and needs m < k); else one event (no ``m``).
+    ``merge_citation``: the merge corollaries its shard rule relies on."""
+
+    name: str
+    title: str  #: the family's name in messages ("MG", "PAMG")
+    create: Callable[[int, int | None], Any]
+    load: Callable[[bytes], Any]
+    merged_type: type
+    payload_type: type[EventPayload] | type[UserSetPayload]
+    feed: Callable[[Any, Any], None]
+    shard_keys: tuple[str, ...]
+    user_level: bool
+    merge_citation: str
+    shard_key_rule: str = ""
+
+
+_KINDS: dict[str, ShardSketchKind] = {}
+
+
+def register_kind(kind: ShardSketchKind) -> ShardSketchKind:
+    """Add ``kind`` to the registry (ValueError if its name is taken or its shard keys are unknown)."""
+    if kind.name in _KINDS:
+        raise ValueError(f"sketch kind {kind.name!r} is already registered")
+    if not kind.shard_keys or not set(kind.shard_keys) <= set(SHARD_KEYS):
+        raise ValueError(f"sketch kind {kind.name!r}: shard keys must be among {SHARD_KEYS}")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kind_names() -> tuple[str, ...]:
+    """Registered kind names, in registration order."""
+    return tuple(_KINDS)
+
+
+def get_kind(name: str) -> ShardSketchKind:
+    """The registered kind ``name`` (ValueError naming the choices otherwise)."""
+    try:
+        return _KINDS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"sketch: expected one of {kind_names()}, got {name!r}") from None
+
+
+def kind_for(*, user_level: bool) -> ShardSketchKind:
+    """The job's sketch kind at event level or user level: the first registered one."""
+    return next(kind for kind in _KINDS.values() if kind.user_level == user_level)
+
+
+def _feed_mg(sketch: MisraGries, piece: EventPayload) -> None:
+    assert isinstance(sketch, MisraGries)
+    sketch.update_batch(piece.items)  # exactly item by item (Alg. 1)
+
+
+def _feed_pamg(sketch: PrivacyAwareMisraGries, piece: UserSetPayload) -> None:
+    assert isinstance(sketch, PrivacyAwareMisraGries)
+    sketch.update(piece.items)  # one user's set
+
+
+MG_KIND = register_kind(
+    ShardSketchKind(
+        name="mg",
+        title="MG",
+        create=lambda k, _m: MisraGries(k),
+        load=MisraGries.from_bytes,
+        merged_type=StandardMisraGries,
+        payload_type=EventPayload,
+        feed=_feed_mg,
+        shard_keys=("item", "user"),
+        user_level=False,
+        merge_citation="Cor. 7.2",
+    )
+)
+PAMG_KIND = register_kind(
+    ShardSketchKind(
+        name="pamg",
+        title="PAMG",
+        create=PrivacyAwareMisraGries,
+        load=PrivacyAwareMisraGries.from_bytes,
+        merged_type=PrivacyAwareMisraGries,
+        payload_type=UserSetPayload,
+        feed=_feed_pamg,
+        shard_keys=("user",),
+        user_level=True,
+        merge_citation="Cor. 7.2, 8.10",
+        shard_key_rule="a user-level (PAMG) job shards by user (one user's sets in one shard)",
+    )
+)
 
 
 @dataclass(frozen=True)
 class SketchSpec:
-    """``kind`` is ``"mg"`` (event level) or ``"pamg"`` (user level, needs ``m``)."""
+    """``kind`` names a registered :class:`ShardSketchKind`: ``"mg"`` (event level) or ``"pamg"``
+    (user level, needs ``m``)."""
 
     kind: str
     k: int
@@ -50,27 +156,30 @@ class SketchSpec:
     shard_key: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"sketch: expected one of {KINDS}, got {self.kind!r}")
+        kind = get_kind(self.kind)
         if self.shard_key is None:
-            object.__setattr__(self, "shard_key", "user" if self.kind == "pamg" else "item")
-        if self.shard_key not in ("item", "user"):
+            object.__setattr__(self, "shard_key", kind.shard_keys[0])
+        if self.shard_key not in SHARD_KEYS:
             raise ValueError(f"shard_key: expected 'item' or 'user', got {self.shard_key!r}")
-        if self.kind == "pamg" and self.shard_key != "user":
-            raise ValueError(
-                "shard_key: a user-level (PAMG) job shards by user (one user's sets in one shard)"
-            )
+        if self.shard_key not in kind.shard_keys:
+            raise ValueError(f"shard_key: {kind.shard_key_rule}")
         k = check_int("k", self.k, type_error=ValueError)
-        if self.kind == "pamg":
+        if kind.user_level:
             m = check_int("m", self.m, type_error=ValueError)
             if m >= k:
-                raise ValueError(f"m: PAMG needs m < k={k}, got {m}")
+                raise ValueError(f"m: {kind.title} needs m < k={k}, got {m}")
         elif self.m is not None:
-            raise ValueError("m: only the user-level (PAMG) sketch takes m")
+            users = "/".join(other.title for other in _KINDS.values() if other.user_level)
+            raise ValueError(f"m: only the user-level ({users}) sketch takes m")
+
+    @property
+    def sketch_kind(self) -> ShardSketchKind:
+        """The registered descriptor of ``kind``."""
+        return get_kind(self.kind)
 
     @property
     def user_sets(self) -> bool:
-        return self.kind == "pamg"
+        return self.sketch_kind.user_level
 
     @property
     def shard_relation(self) -> tuple[Condition, ...]:
@@ -81,7 +190,7 @@ class SketchSpec:
             Condition(
                 ConditionKind.SHARD_RULE,
                 f"shards = Kafka partitions chosen by a hash of the {self.shard_key}, merged in shard-id "
-                "order (Lebeda-Tetek Cor. 7.2" + (", 8.10)" if self.user_sets else ")"),
+                f"order (Lebeda-Tetek {self.sketch_kind.merge_citation})",
             ),
             Condition(
                 ConditionKind.ROUTING,
@@ -102,27 +211,25 @@ class SketchSpec:
         )
 
     def new(self) -> ShardSketchT:
-        if self.kind == "pamg":
-            assert self.m is not None
-            return PrivacyAwareMisraGries(self.k, self.m)
-        return MisraGries(self.k)
+        return self.sketch_kind.create(self.k, self.m)
 
     def load(self, data: bytes) -> ShardSketchT:
-        cls = PrivacyAwareMisraGries if self.kind == "pamg" else MisraGries
-        return cls.from_bytes(data)
+        return self.sketch_kind.load(data)
 
-    def load_merged(self, data: bytes) -> StandardMisraGries | PrivacyAwareMisraGries:
-        """Decode a merged sketch (the merge operator's output)."""
-        sketch = load_sketch(data)
-        expected = PrivacyAwareMisraGries if self.kind == "pamg" else StandardMisraGries
+    def _check_merged(self, sketch: object) -> StandardMisraGries | PrivacyAwareMisraGries:
+        expected = self.sketch_kind.merged_type
         if not isinstance(sketch, expected):
             raise TypeError(f"expected a merged {expected.__name__}, got {type(sketch).__name__}")
         return sketch
 
+    def load_merged(self, data: bytes) -> StandardMisraGries | PrivacyAwareMisraGries:
+        """Decode a merged sketch (the merge operator's output)."""
+        return self._check_merged(load_sketch(data))
+
     def check_user_set(self, items: tuple[object, ...]) -> None:
         """Raise ValueError (naming m) unless ``items`` are at most m distinct items."""
         if self.m is None:
-            raise ValueError("m: this job is event-level (MG); user sets need --m")
+            raise ValueError(f"m: this job is event-level ({self.sketch_kind.title}); user sets need --m")
         try:
             check_user_items(self.m, items)
         except ValueError as exc:
@@ -130,18 +237,12 @@ class SketchSpec:
 
     def update(self, sketch: ShardSketchT, piece: Payload) -> None:
         """Feed one epoch's slice of a message (a batch of events, or one user's set)."""
-        if isinstance(piece, UserSetPayload):
-            assert isinstance(sketch, PrivacyAwareMisraGries)
-            sketch.update(piece.items)
-        elif isinstance(piece, EventPayload):
-            assert isinstance(sketch, MisraGries)
-            sketch.update_batch(piece.items)
-        else:  # pragma: no cover - end markers never reach a sketch
-            raise TypeError(f"cannot update a sketch with {type(piece).__name__}")
+        kind = self.sketch_kind
+        if not isinstance(piece, kind.payload_type):  # end markers never reach a sketch
+            raise TypeError(f"cannot update a {kind.title} sketch with {type(piece).__name__}")
+        kind.feed(sketch, piece)
 
     def merge(self, shard_sketches: Sequence[bytes]) -> StandardMisraGries | PrivacyAwareMisraGries:
         """Merge serialised shard sketches in the given order (callers pass them sorted by shard id)."""
         sketches = [self.load(b) for b in shard_sketches] or [self.new()]
-        merged = merge_in_order(sketches, k=self.k)  # MG: a StandardMisraGries; PAMG: a PAMG
-        assert isinstance(merged, StandardMisraGries | PrivacyAwareMisraGries)
-        return merged
+        return self._check_merged(merge_in_order(sketches, k=self.k))  # MG: standard MG; PAMG: a PAMG

@@ -18,6 +18,7 @@ TypeError naming the parameter.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -194,12 +195,12 @@ def generate_events(
         raise ValueError(f"generator: expected one of {GENERATORS}, got {generator!r}")
     count = check_int("count", count, minimum=0, allow_numpy=True)
     start_time_ms = check_int("start_time_ms", start_time_ms, minimum=0, allow_numpy=True)
-    try:
-        items = functions[generator](count, seed=seed, **params)
-    except TypeError as exc:
-        if "unexpected keyword" in str(exc):
-            raise TypeError(f"params: {generator} does not take {sorted(params)}: {exc}") from exc
-        raise
+    function = functions[generator]
+    accepted = set(inspect.signature(function).parameters) - {"count", "seed"}
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise TypeError(f"params: {generator} does not take {unknown}; it takes {sorted(accepted)}")
+    items = function(count, seed=seed, **params)
     rng = np.random.default_rng(None if seed is None else seed + 1)
     users = None
     if num_users is not None:

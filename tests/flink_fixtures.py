@@ -166,11 +166,17 @@ def produce_stream(bootstrap: str, topic: str, **kwargs: Any) -> ProducedStream:
 NOISE_SEED = 7
 
 
-def seeded(*, fail_marker: str | None = None, fail_after: int = 0) -> TestHooks:
-    """TESTS ONLY hooks: seeded noise (:data:`NOISE_SEED`), and an injected failure if ``fail_marker``."""
+def seeded(out_prefix: str, *, fail_marker: str | None = None, fail_after: int = 0) -> TestHooks:
+    """TESTS ONLY hooks: seeded noise (:data:`NOISE_SEED`), the merged pre-noise sketches exposed on
+    ``<out_prefix>-sketches``, and an injected failure if ``fail_marker``."""
     from privstream.jobs.config import TestHooks
 
-    return TestHooks(noise_seed=NOISE_SEED, fail_marker=fail_marker, fail_after=fail_after)
+    return TestHooks(
+        noise_seed=NOISE_SEED,
+        fail_marker=fail_marker,
+        fail_after=fail_after,
+        expose_sketches_topic=f"{out_prefix}-sketches",
+    )
 
 
 def job_config(
@@ -182,8 +188,8 @@ def job_config(
     stop_offsets: dict[int, int] | None = None,
     **options: Any,
 ) -> HeavyHittersConfig:
-    """The heavy-hitters config for ``stream`` with output topics named after ``out_prefix`` (and the
-    merged pre-noise sketches exposed); bounded by the EndMarkers (scanned before the start) or by
+    """The heavy-hitters config for ``stream`` with output topics named after ``out_prefix`` (the
+    merged pre-noise sketches are a test hook: :func:`seeded`); bounded by the EndMarkers (scanned before the start) or by
     explicit ``stop_offsets``; ``options`` are further config fields."""
     from privstream.jobs.config import HeavyHittersConfig
 
@@ -197,7 +203,6 @@ def job_config(
         releases_topic=f"{out_prefix}-releases",
         ledger_topic=f"{out_prefix}-ledger",
         dlq_topic=f"{out_prefix}-dlq",
-        expose_sketches_topic=f"{out_prefix}-sketches",
         ledger_id=f"test/{out_prefix}",
         checkpoint_interval=timedelta(milliseconds=500),
         stop_offsets=stop_offsets,
@@ -226,12 +231,12 @@ def read_outputs(bootstrap: str, out_prefix: str, expect_releases: int) -> JobOu
     )
 
 
-def run_job_to_end(config: HeavyHittersConfig, hooks: TestHooks | None = None) -> None:
-    """Run the heavy-hitters job in this process until its bounded source is exhausted (seeded noise
-    unless other ``hooks`` are given)."""
+def run_job_to_end(config: HeavyHittersConfig, hooks: TestHooks) -> None:
+    """Run the heavy-hitters job in this process until its bounded source is exhausted, with the
+    test ``hooks`` (usually :func:`seeded`)."""
     from privstream.jobs.job import HeavyHittersJob
 
-    HeavyHittersJob(config, hooks=hooks or seeded()).run()
+    HeavyHittersJob(config, hooks=hooks).run()
 
 
 @pytest.fixture(scope="session")
@@ -243,16 +248,16 @@ def hh_stream(flink_broker: Any, flink_connector_jars: list[Path]) -> ProducedSt
 def hh_reference_run(hh_stream: ProducedStream) -> JobOutputs:
     """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard)."""
     prefix = fresh_name("ref")
-    run_job_to_end(job_config(hh_stream, prefix))
+    run_job_to_end(job_config(hh_stream, prefix), seeded(prefix))
     return read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
 
 
-def start_job(config: HeavyHittersConfig, hooks: TestHooks | None = None) -> Any:
-    """Submit the heavy-hitters job asynchronously in this process (seeded noise unless other
-    ``hooks`` are given); returns the PyFlink ``JobClient``."""
+def start_job(config: HeavyHittersConfig, hooks: TestHooks) -> Any:
+    """Submit the heavy-hitters job asynchronously in this process with the test ``hooks`` (usually
+    :func:`seeded`); returns the PyFlink ``JobClient``."""
     from privstream.jobs.job import HeavyHittersJob
 
-    return HeavyHittersJob(config, hooks=hooks or seeded()).start()
+    return HeavyHittersJob(config, hooks=hooks).start()
 
 
 class StandaloneCluster:

@@ -19,7 +19,7 @@ from privstream.accounting import (
 
 @pytest.mark.parametrize(("eps", "rho"), [(1.0, 1.0132e-2), (0.1, 1.032e-4), (2.0, 3.973e-2)])
 def test_eq1_reference_values(eps: float, rho: float) -> None:
-    """DPSW note §6: n = 1e7, δ = n^-1.5 = 10^-10.5."""
+    """DPSW-Sketch §6 setting: n = 1e7, δ = n^-1.5 = 10^-10.5."""
     assert dp_to_zcdp(eps, 10**-10.5).rho == pytest.approx(rho, rel=1e-3)
 
 

@@ -132,7 +132,7 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     marker, prefix = tmp_path / "failed-once", fresh_name("fail")
     client = start_job(
         job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()),
-        seeded(fail_marker=str(marker), fail_after=14000),
+        seeded(prefix, fail_marker=str(marker), fail_after=14000),
     )
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     assert not marker.exists()
@@ -155,14 +155,15 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("sp-events"))
     phased.first()
     prefix = fresh_name("sp")
-    client = start_job(job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()))
+    client = start_job(job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()), seeded(prefix))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
     stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)
     assert len(stopped) == 1  # stopped mid-stream
     phased.rest()
     resumed = start_job(
-        job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets(), restore_from=savepoint)
+        job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets(), restore_from=savepoint),
+        seeded(prefix),
     )
     try:
         out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
@@ -189,6 +190,7 @@ def test_flink_run_on_standalone_cluster(
     prefix = fresh_name("cluster")
     args = [
         str(NOISE_SEED),
+        f"{prefix}-sketches",
         "--bootstrap",
         hh_stream.bootstrap,
         "--topic",
@@ -207,8 +209,6 @@ def test_flink_run_on_standalone_cluster(
         f"{prefix}-ledger",
         "--dlq-topic",
         f"{prefix}-dlq",
-        "--expose-sketches-topic",
-        f"{prefix}-sketches",
         "--ledger-id",
         f"test/{prefix}",
         "--stop-at-end-markers",
@@ -266,7 +266,10 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     stream = ProducedStream(flink_broker.bootstrap, topic, partitions, 1)
     prefix = fresh_name("pamg")
     run_job_to_end(
-        job_config(stream, prefix, m=m, total_epsilon=3.0, total_delta=3e-6, k=k, epoch=timedelta(seconds=10))
+        job_config(
+            stream, prefix, m=m, total_epsilon=3.0, total_delta=3e-6, k=k, epoch=timedelta(seconds=10)
+        ),
+        seeded(prefix),
     )
     out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
     core = []
@@ -307,7 +310,8 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
             trust_event_time=True,
             lateness=timedelta(seconds=10),
             epoch=timedelta(seconds=2),
-        )
+        ),
+        seeded(prefix),
     )
     per_epoch: dict[int, dict[int, MisraGries]] = {}
     for p in sorted(hh_stream.batches):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import privstream.jobs
 import pytest
 from privstream.connectors import flink_jars
-from privstream.jobs.config import MECHANISM_CHOICES, ConfigError, HeavyHittersConfig
+from privstream.jobs.config import ConfigError, HeavyHittersConfig, mechanism_choices
 from privstream.jobs.heavy_hitters import config_from_args, configure
 from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
 
@@ -187,19 +187,26 @@ def _cli_error(*extra: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "hook", [["--noise-seed", "7"], ["--test-fail-once", "/tmp/marker"], ["--test-fail-after", "10"]]
+    "hook",
+    [
+        ["--noise-seed", "7"],
+        ["--test-fail-once", "/tmp/marker"],
+        ["--test-fail-after", "10"],
+        ["--expose-sketches-topic", "sketches"],
+    ],
 )
 def test_user_command_line_has_no_test_hooks(hook: list[str]) -> None:
     """Test hooks reach the job only through the API (``TestHooks``), never through the command line."""
     assert "unrecognized arguments: " + hook[0] in _cli_error(*hook)
     assert hook[0] not in _parser().format_help()
-    assert not {"noise_seed", "test_fail_once", "test_fail_after"} & set(vars(_args()))
+    hook_names = {"noise_seed", "test_fail_once", "test_fail_after", "expose_sketches_topic"}
+    assert not hook_names & set(vars(_args()))
 
 
 def test_mechanism_lists_its_choices_from_the_mechanism_registry() -> None:
-    assert MECHANISM_CHOICES == ("auto", *MECHANISMS)
+    assert mechanism_choices() == ("auto", *MECHANISMS)
     help_text = " ".join(_parser().format_help().split())
-    assert "--mechanism {" + ",".join(MECHANISM_CHOICES) + "}" in help_text
+    assert "--mechanism {" + ",".join(mechanism_choices()) + "}" in help_text
     error = _cli_error("--mechanism", "bogus")
     assert "argument --mechanism: invalid choice: 'bogus'" in error
     assert all(name in error for name in MECHANISMS)
@@ -333,3 +340,22 @@ def test_quickstart_builds_the_job_config_without_argv(monkeypatch: pytest.Monke
     )
     args.k = 0
     assert quickstart.run(args) == 2  # ConfigError, reported before the broker starts
+
+
+def test_mechanism_choices_are_read_from_the_live_registry_when_the_parser_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from privstream.mechanisms import registry
+
+    names = registry.names()
+    monkeypatch.setattr(registry, "names", lambda: (*names, "registered_later"))
+    assert "registered_later" in _parser().format_help()
+
+
+def test_exposing_the_pre_noise_sketches_is_a_test_hook_with_a_valid_topic() -> None:
+    from privstream.jobs.config import TestHooks
+
+    assert "expose_sketches_topic" not in {f.name for f in fields(HeavyHittersConfig)}
+    assert TestHooks(expose_sketches_topic="t-sketches").expose_sketches_topic == "t-sketches"
+    with pytest.raises(ConfigError, match="^expose_sketches_topic: "):
+        TestHooks(expose_sketches_topic="bad topic")

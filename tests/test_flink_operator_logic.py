@@ -350,3 +350,20 @@ def test_a_rejected_user_set_takes_no_count_epoch_position() -> None:
     assert sketcher.progress.seen == 0
     sketcher.add(UserSetPayload(2, (1, 2), 0))
     assert sketcher.progress.seen == 1
+
+
+def test_sketch_spec_takes_everything_about_its_kind_from_the_kind_registry() -> None:
+    """Each sketch family is one registered ``ShardSketchKind``; ``SketchSpec`` looks it up by name."""
+    from privstream.operators.sketch_spec import get_kind, kind_for, kind_names
+
+    assert kind_names()[:2] == ("mg", "pamg")
+    assert kind_for(user_level=False).name == "mg" and kind_for(user_level=True).name == "pamg"
+    with pytest.raises(ValueError, match="^sketch: expected one of"):
+        get_kind("space_saving")
+    mg, pamg = SketchSpec("mg", 8), SketchSpec("pamg", 8, 2)
+    assert (mg.sketch_kind, pamg.sketch_kind) == (get_kind("mg"), get_kind("pamg"))
+    assert (mg.shard_key, pamg.shard_key) == ("item", "user")
+    with pytest.raises(TypeError, match="cannot update a MG sketch with UserSetPayload"):
+        mg.update(mg.new(), UserSetPayload(1, (1, 2), 0))
+    with pytest.raises(TypeError, match="cannot update a PAMG sketch with EventPayload"):
+        pamg.update(pamg.new(), EventPayload([1], np.zeros(1, dtype=np.int64)))

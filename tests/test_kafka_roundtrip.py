@@ -283,7 +283,7 @@ def test_produce_cli_fails_fast_on_bad_input(kafka_broker: EmbeddedBroker) -> No
     # checked before any broker is contacted (an unreachable one would be reported otherwise)
     generated = ("--bootstrap", "127.0.0.1:1", "--generator", "zipf", "--count", "10")
     no_batch = _produce_cli(*generated, "--batch", "0")
-    assert no_batch.returncode == 2 and "error: --batch: must be >= 1" in no_batch.stderr
+    assert no_batch.returncode == 2 and "error: --batch: must be an int >= 1" in no_batch.stderr
     no_users = _produce_cli(*generated, "--key", "user")
     assert no_users.returncode == 2 and "error: --users:" in no_users.stderr
 

@@ -1,4 +1,4 @@
-"""Thresholds and GSHM parameters: the tail computations of the Lebeda–Tětek note (§6 item 8), the
+"""Thresholds and GSHM parameters: the tail computations of Lebeda–Tětek §5–§8, the
 exact Thm 8.5 condition vs. Lemma 8.6, and the discrete (sampled) GSHM calibration. Deterministic."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_discrete_pmg_threshold(eps: float, delta: float) -> None:
     assert pmg_threshold(eps, delta) == 1 + 2 * closed
     assert 6 * discrete_laplace_tail(half, 1 / eps) <= delta
     assert 6 * discrete_laplace_tail(half - 1, 1 / eps) > delta or half == 1
-    # Pr[Z >= m] = e^{−εm}·e^ε/(e^ε+1) (the note's formula for the two-sided geometric)
+    # Pr[Z >= m] = e^{−εm}·e^ε/(e^ε+1) (the two-sided geometric's tail)
     assert discrete_laplace_tail(half, 1 / eps) == pytest.approx(
         math.exp(-eps * half) * math.exp(eps) / (math.exp(eps) + 1), rel=1e-12
     )
@@ -87,7 +87,7 @@ def test_laplace_threshold(eps: float, delta: float, k: int) -> None:
     assert new_key_factor(eps, k) == pytest.approx(
         max(k, *(n * math.exp(eps * (1 - n / k)) for n in range(1, k + 1)))
     )
-    # the note's unverified threshold 1 + (k/ε)ln((1+e^ε)k/(2δ)) is valid (our δ formula holds there) but never smaller
+    # the commonly quoted (unverified) threshold 1 + (k/ε)ln((1+e^ε)k/(2δ)) is valid (our δ formula holds there) but never smaller
     note = 1 + (k / eps) * math.log((1 + math.exp(eps)) * k / (2 * delta))
     assert laplace_threshold_delta(eps, k, math.ceil(note) + 1) <= delta
     assert t <= math.ceil(note) + 1
@@ -101,8 +101,8 @@ def test_lemma_8_6_satisfies_exact_condition_and_exact_tau_is_smaller(
 ) -> None:
     sigma, tau = lemma_8_6_parameters(eps, delta, ell)
     exact_delta = gshm_delta_continuous(eps, sigma, tau, ell)
-    assert exact_delta <= delta  # note §6 item 8: Lemma 8.6 is valid ...
-    assert exact_delta < delta / 5  # ... and loose (the note saw 30–35x)
+    assert exact_delta <= delta  # Lemma 8.6 is valid ...
+    assert exact_delta < delta / 5  # ... and loose (30–35x was measured)
     tau_exact = smallest_tau_continuous(eps, delta, ell, sigma)
     assert tau_exact < tau
     assert gshm_delta_continuous(eps, sigma, tau_exact, ell) <= delta

@@ -6,7 +6,7 @@
 * ``auto`` never depends on the data: sketches of one build and k with different counts get the
   same choice (or the same refusal);
 * ``auto`` no longer prefers pure_topk (Alg. 3 subtracts up to n/(k+1) from every value) over PMG
-  because of a small domain (issue 11: MAE 2611 against 1.3);
+  because of a small domain (measured: MAE 2611 against 1.3);
 * each path's relation renders its meaning, and composition never strengthens a claim.
 """
 

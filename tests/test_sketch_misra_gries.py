@@ -222,7 +222,7 @@ def test_merge_structure_for_a_fixed_order(streams, k, data, kinds) -> None:
     everywhere, on at most k keys, and estimates stay within [f - N/(k+1), f]."""
 
     def build(kind: str, stream: list[int]):
-        if kind == "batch":  # a batch is the sequential Alg. 1 sketch (issue 9)
+        if kind == "batch":  # a batch is the sequential Alg. 1 sketch (docs/privacy.md)
             sketch = MisraGries(k)
             sketch.update_batch(stream)
             assert sketch.build is Build.ALG1_SEQUENTIAL

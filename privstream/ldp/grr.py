@@ -1,4 +1,4 @@
-"""Generalised randomised response (GRR; Wang et al., USENIX Security 2017; HG-LDP note §2.1, Eq. 1).
+"""Generalised randomised response (GRR; Wang et al., USENIX Security 2017; Wu et al. HG-LDP §2.1, Eq. 1).
 
 On a domain of size d, GRR outputs the true value with probability p and each other value with
 probability q, where p/q = e^ε. The standard form ``p = e^ε/(e^ε+d−1)`` is irrational, so it cannot

@@ -4,7 +4,7 @@
 Mechanism: Z_x ~ discrete Laplace(k/ε) (exact, two-sided geometric) added to every stored non-zero
 count; keep noisy values >= T.
 
-**Threshold derivation** (the note's §2.4 derivation, checked and tightened). Neighbours differ on
+**Threshold derivation** (the Lebeda–Tětek §8 construction, derived here and tightened). Neighbours differ on
 ≤ k counters, each by exactly 1, one-signed, with nested key sets (Cor. 7.2 / Lemma 8.9). Let the
 larger sketch have n >= 0 keys absent from the smaller (count exactly 1) and j shared keys with
 count +1, n + j <= k. Let q = Pr[1 + Z >= T] = Pr[Z >= T − 1] (the chance one new key is kept) and
@@ -15,7 +15,7 @@ S_0 the outputs in S without a new key.
 * smaller → larger: Pr[shared(big) ∈ S_0] <= Pr[big ∈ S] + (1 − (1−q)^n), so
   Pr[small ∈ S] <= e^{εj/k}·(Pr[big ∈ S] + n·q) <= e^ε·Pr[big ∈ S] + e^{ε(k−n)/k}·n·q.
 
-Hence (ε, δ)-DP when δ >= q·max(k, max_{1<=n<=k} n·e^{ε(1−n/k)}) =: q·C(ε, k). The note's unverified
+Hence (ε, δ)-DP when δ >= q·max(k, max_{1<=n<=k} n·e^{ε(1−n/k)}) =: q·C(ε, k). The commonly quoted (unverified)
 (1+e^ε)·(k/2)·e^{−εt/k} <= δ is (1+e^ε)·k·Pr[Lap >= t]; since C(ε, k) <= e^ε·k < (1+e^ε)·k it is valid
 but looser. We use the smallest integer T with q·C(ε, k) <= δ, Pr[Z >= m] = α^m/(1+α), α = e^{−ε/k}.
 """

@@ -13,7 +13,7 @@ one partition changes), :func:`privstream.mechanisms.release_partitions`.
 The error bound's lower side includes Alg. 3's subtraction γ = S − α (Lemma 6.1: the total stays
 within S = n/(k+1)), but unlike the MG under-count α it is paid on every stream, even one of <= k
 distinct items: ``systematic = 1`` (so ``auto`` prefers mechanisms without it unless a public
-``n_bound`` says S is small; issue 11 measured MAE 2611 for this mechanism against 1.3 for PMG).
+``n_bound`` says S is small; on a 100k-event ratings stream with a small domain, MAE 2611 for this mechanism against 1.3 for PMG was measured).
 """
 
 from __future__ import annotations

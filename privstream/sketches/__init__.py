@@ -24,7 +24,7 @@ from privstream.sketches.binary_format import (
     register_sketch,
     registered_sketches,
 )
-from privstream.sketches.build import Build, BuildGuarantees
+from privstream.sketches.build import Build, BuildGuarantees, register_build
 from privstream.sketches.count_min import CountMinSketch
 from privstream.sketches.histogram import Counts, exact_histogram
 from privstream.sketches.merge import merge_in_order
@@ -56,6 +56,7 @@ __all__ = [
     "merge_in_order",
     "normalize_item",
     "reduce_sensitivity",
+    "register_build",
     "register_sketch",
     "registered_sketches",
     "sorted_items",
