@@ -156,7 +156,7 @@ def test_auto_picks_smallest_error_bound() -> None:
         if not reason:
             bounds[name] = release(
                 sketch, BUDGET, mechanism=name, rng=SeededRandomSource(1)
-            ).error_bound.max_noise_error
+            ).error_bound.noise_error
     chosen = release(sketch, BUDGET, rng=SeededRandomSource(1))
     assert bounds[chosen.mechanism] == min(bounds.values())
     assert release(merged(16), BUDGET).mechanism in ("gshm", "laplace_threshold")
@@ -271,7 +271,7 @@ def test_error_interval_holds_at_least_as_often_as_stated(name: str, builder) ->
     )
     assert bad <= stats.binom.ppf(1 - 1e-3, runs, beta)
     # the bound is not vacuous: it is smaller than the largest count
-    assert bound.max_noise_error < max(Counter(items).values())
+    assert bound.noise_error < max(Counter(items).values())
 
 
 def test_release_partitions() -> None:

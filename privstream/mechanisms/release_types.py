@@ -47,10 +47,6 @@ class ErrorBound:
         """max(below, above): the public part of the bound."""
         return max(self.below, self.above)
 
-    @property
-    def max_noise_error(self) -> float:  # the name the first releases used
-        return self.noise_error
-
     def to_dict(self) -> dict[str, Any]:
         """The fields of the Avro ``io.privstream.ErrorBound`` record (``Release.error_bound``)."""
         return {

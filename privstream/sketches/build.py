@@ -16,7 +16,6 @@ registered here because the MG, PAMG and merge modules share them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar, final
@@ -65,18 +64,6 @@ class BuildGuarantees(StatesRelation):
     def sensitivity_reduction(self) -> bool:
         """Alg. 3 (ℓ1 < 2, Lemma 6.2) applies: its proof is over Lemma 2's two cases."""
         return self.sequential_mg
-
-    def max_changed_counters(self, k: int) -> int:
-        return k
-
-    def differing_keys_per_side(self, k: int) -> int:
-        return 2 if self.alg1_slots else k
-
-    def l1_sensitivity(self, k: int) -> float:
-        return float(self.per_counter_change * self.max_changed_counters(k))
-
-    def l2_sensitivity(self, k: int) -> float:
-        return self.per_counter_change * math.sqrt(self.max_changed_counters(k))
 
 
 class _BuildRegistry(type):
