@@ -44,8 +44,6 @@ import numpy as np
 from privstream.operators.payloads import EventPayload, Payload
 from privstream.operators.state_records import (
     SHARD_PROGRESS,
-    decode_record,
-    encode_record,
     from_optional_ints,
     optional_ints,
 )
@@ -59,6 +57,7 @@ from privstream.privacy import (
     Scope,
 )
 from privstream.sketches import SketchFormatError
+from privstream.sketches.binary_format import decode_envelope, encode_envelope
 from privstream.validation import check_int
 
 #: ``closed_through`` of a shard that has finished its input: every epoch is closed.
@@ -99,13 +98,13 @@ class ShardProgress:
         """The core's binary envelope (:mod:`privstream.operators.state_records`), not JSON."""
         params = optional_ints([self.seen, self.watermark, self.first_epoch, self.closed_through])
         reason = b"" if self.misrouted is None else self.misrouted.encode()
-        return encode_record(SHARD_PROGRESS, [*params, int(self.misrouted is not None)], reason)
+        return encode_envelope(SHARD_PROGRESS, [*params, int(self.misrouted is not None)], reason)
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> ShardProgress:
         if not data:
             return cls()
-        params, payload = decode_record(data, SHARD_PROGRESS, 6, "ShardProgress")
+        params, payload = decode_envelope(data, SHARD_PROGRESS, 6, "ShardProgress")
         seen, watermark, first_epoch, closed_through = from_optional_ints(params[:5], 4)
         if seen is None or seen < 0 or params[5] not in (0, 1) or (payload and not params[5]):
             raise SketchFormatError("bad ShardProgress record")

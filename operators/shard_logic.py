@@ -24,8 +24,6 @@ from privstream.operators.routing import routing_error
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.state_records import (
     MERGE_STATE,
-    decode_record,
-    encode_record,
     from_optional_ints,
     optional_ints,
     pack_merge_payload,
@@ -33,6 +31,7 @@ from privstream.operators.state_records import (
 )
 
 from privstream.sketches import SketchFormatError
+from privstream.sketches.binary_format import decode_envelope, encode_envelope
 from privstream.validation import check_int
 
 
@@ -174,11 +173,11 @@ class MergeState(NamedTuple):
         entries = sum(len(shards) for shards in self.pending.values())
         params = [len(self.closed), entries, *optional_ints([self.next_epoch]), int(self.refused is not None)]
         payload = pack_merge_payload(self.closed, self.starts, self.pending)
-        return encode_record(MERGE_STATE, params, payload + (self.refused or "").encode())
+        return encode_envelope(MERGE_STATE, params, payload + (self.refused or "").encode())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> MergeState:
-        params, payload = decode_record(data, MERGE_STATE, 5, "MergeState")
+        params, payload = decode_envelope(data, MERGE_STATE, 5, "MergeState")
         shards, entries, refused_flag = params[0], params[1], params[4]
         (next_epoch,) = from_optional_ints(params[2:4], 1)
         if shards < 1 or refused_flag not in (0, 1):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from privstream.sketches.binary_format import STATE_CODES, SketchFormatError, decode_envelope, encode_envelope
+from privstream.sketches.binary_format import STATE_CODES, SketchFormatError
 
 SHARD_PROGRESS = STATE_CODES.start  #: type byte of a ShardProgress record
 MERGE_STATE = STATE_CODES.start + 1  #: type byte of a MergeState record
@@ -37,14 +37,6 @@ def from_optional_ints(params: Sequence[int], count: int) -> list[int | None]:
     if flags >> count:
         raise SketchFormatError(f"bad presence flags {flags:#x} for {count} values")
     return [(v - (1 << 64) if v >> 63 else v) if flags >> i & 1 else None for i, v in enumerate(raw)]
-
-
-def encode_record(code: int, params: Sequence[int], payload: bytes = b"") -> bytes:
-    return encode_envelope(code, params, payload)
-
-
-def decode_record(data: bytes, code: int, n_params: int, what: str) -> tuple[tuple[int, ...], bytes]:
-    return decode_envelope(data, code, n_params, what)
 
 
 def pack_merge_payload(

@@ -46,12 +46,18 @@ def audit(
     outs_a: Sequence[Output], outs_b: Sequence[Output], events: Sequence[Event]
 ) -> tuple[list[str], float]:
     """(violations, best lower bound on ε over the events)."""
-    alpha = ALPHA_TOTAL / (2 * 2 * len(events))
+    hits = [(sum(map(event, outs_a)), sum(map(event, outs_b))) for event in events]
+    return audit_hits(hits, len(outs_a), len(outs_b))
+
+
+def audit_hits(hits: Sequence[tuple[int, int]], n_a: int, n_b: int) -> tuple[list[str], float]:
+    """The check itself, on ``(hits in D's n_a runs, hits in D''s n_b runs)`` per event:
+    (violations, best lower bound on ε over the events)."""
+    alpha = ALPHA_TOTAL / (2 * 2 * len(hits))
     violations, eps_lower = [], 0.0
-    for i, event in enumerate(events):
-        ha, hb = sum(map(event, outs_a)), sum(map(event, outs_b))
-        a_lo, a_hi = clopper_pearson(ha, len(outs_a), alpha)
-        b_lo, b_hi = clopper_pearson(hb, len(outs_b), alpha)
+    for i, (ha, hb) in enumerate(hits):
+        a_lo, a_hi = clopper_pearson(ha, n_a, alpha)
+        b_lo, b_hi = clopper_pearson(hb, n_b, alpha)
         for lo, hi, direction in ((a_lo, b_hi, "D->D'"), (b_lo, a_hi, "D'->D")):
             if lo > math.exp(EPS) * hi + DELTA:
                 violations.append(f"event {i} {direction}: {lo:.4f} > e^eps*{hi:.4f} + delta")

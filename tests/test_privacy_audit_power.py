@@ -31,7 +31,6 @@ violation, halved > 1.3·ε with a violation). GSHM's discrete-Gaussian sampler 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -44,11 +43,10 @@ from privstream.mechanisms.laplace_threshold import laplace_threshold, laplace_t
 from privstream.noise import SeededRandomSource
 from privstream.noise.rng import RandomSource
 from tests.test_privacy_audit import (
-    ALPHA_TOTAL,
     DELTA,
     EPS,
+    audit_hits,
     check_one_signed,
-    clopper_pearson,
     merged_pair_all_shifted,
 )
 
@@ -95,19 +93,8 @@ def build_events(
 def audit_arrays(
     a: np.ndarray, b: np.ndarray, events: list[Callable[[np.ndarray], np.ndarray]]
 ) -> tuple[list[str], float]:
-    """The harness's :func:`audit` on arrays: (violations, best lower bound on ε)."""
-    alpha = ALPHA_TOTAL / (2 * 2 * len(events))
-    violations, eps_lower = [], 0.0
-    for i, event in enumerate(events):
-        ha, hb = int(event(a).sum()), int(event(b).sum())
-        a_lo, a_hi = clopper_pearson(ha, len(a), alpha)
-        b_lo, b_hi = clopper_pearson(hb, len(b), alpha)
-        for lo, hi, direction in ((a_lo, b_hi, "D->D'"), (b_lo, a_hi, "D'->D")):
-            if lo > math.exp(EPS) * hi + DELTA:
-                violations.append(f"event {i} {direction}: {lo:.4f} > e^eps*{hi:.4f} + delta")
-            if lo > DELTA and hi > 0:
-                eps_lower = max(eps_lower, math.log((lo - DELTA) / hi))
-    return violations, eps_lower
+    """The harness's :func:`audit_hits` on arrays of outputs: (violations, best lower bound on ε)."""
+    return audit_hits([(int(event(a).sum()), int(event(b).sum())) for event in events], len(a), len(b))
 
 
 def run_audit(sampler: Sampler, n: int, seed: int) -> tuple[list[str], float]:
