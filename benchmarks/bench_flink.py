@@ -3,8 +3,9 @@
 Part 1, in one run over the same topic (``EventBatch`` messages of ``--batch`` Zipf events on
 ``--partitions`` partitions, embedded tansu broker):
 
-- **privstream**: the heavy-hitters job (MG per partition on micro-batches → merge → GSHM release →
-  transactional KafkaSink), all ``--events`` events;
+- **privstream**: the heavy-hitters job (MG with ``--k`` counters per partition on micro-batches →
+  per-shard PMG releases summed, or ``--release-mode merged`` → transactional KafkaSink), all
+  ``--events`` events (``--skip-naive`` times only this job, e.g. at ``--k 65536``);
 - **naive**: the textbook per-record PyFlink job over the same topic: decode each message into one
   record per event (``flat_map``), ``key_by(item)``, a Python keyed counter per item, the counts
   written to Kafka at the end. Per-record Python is slow, so it reads only the first
@@ -179,6 +180,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--lengths", default="250000,1000000,4000000", help="part 2 stream lengths")
+    parser.add_argument("--k", type=int, default=256, help="MG counters per partition (part 1)")
+    parser.add_argument("--release-mode", choices=("per-shard", "merged"), default=None, help="(part 1)")
+    parser.add_argument("--skip-naive", action="store_true", help="part 1: time only the privstream job")
     parser.add_argument("--skip-part2", action="store_true")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
@@ -193,9 +197,19 @@ def main() -> None:
         naive_events = sum(naive_stops.values()) * opts.batch
         ps_secs = run_privstream(
             job_config(
-                bootstrap, "bench-events", epoch=opts.events, stop_offsets=stops, checkpoint_dir=f"{tmp}/ps"
+                bootstrap,
+                "bench-events",
+                k=opts.k,
+                release_mode=opts.release_mode,
+                epoch=opts.events,
+                stop_offsets=stops,
+                checkpoint_dir=f"{tmp}/ps",
             )
         )
+        print(f"privstream job (k={opts.k}): {opts.events / ps_secs:,.0f} events/s")
+        if opts.skip_naive:
+            print(json.dumps({"k": opts.k, "events": opts.events, "seconds": round(ps_secs, 2)}))
+            return
         naive_secs = run_naive(bootstrap, "bench-events", naive_stops)
         ps_rate, naive_rate = opts.events / ps_secs, naive_events / naive_secs
         results["throughput"] = {

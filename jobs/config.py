@@ -32,7 +32,7 @@ from privstream.operators.epochs import (
 )
 from privstream.operators.faults import TestFaults
 from privstream.operators.release_logic import ReleaseConfig
-from privstream.operators.sketch_spec import SHARD_KEYS, SketchSpec, kind_for
+from privstream.operators.sketch_spec import RELEASE_MODES, SHARD_KEYS, SketchSpec, kind_for
 
 from privstream.mechanisms import registry
 
@@ -40,7 +40,7 @@ from privstream.mechanisms import registry
 def mechanism_choices() -> tuple[str, ...]:
     """``--mechanism`` values, read from the live mechanism registry when called (the parser is
     built): "auto" (the valid mechanism with the smallest error bound) or a registered mechanism
-    (only those valid for the job's merged sketches are accepted)."""
+    (only those valid for the job's sketches in its release mode are accepted)."""
     return ("auto", *registry.names())
 
 
@@ -125,7 +125,8 @@ class HeavyHittersConfig:
     epochs closed by ``EpochWatermark`` punctuation, less ``lateness``). ``m`` makes the job
     user-level (PAMG over ``UserSetEvent``). ``None`` defaults: ``total_epsilon``/``total_delta`` =
     one epoch's ε/δ, ``ledger_id`` = ``heavy-hitters/<topic>``, ``dlq_topic`` = ``<topic>-dlq``,
-    ``shard_key`` = item (MG) or user (PAMG), ``checkpoint_dir`` = a new temporary directory.
+    ``shard_key`` = item (MG) or user (PAMG), ``release_mode`` = per-shard (MG) or merged (PAMG)
+    (:mod:`privstream.operators.sketch_spec`), ``checkpoint_dir`` = a new temporary directory.
     ``stop_offsets`` (every partition's end offset) or ``stop_at_end_markers`` (found by a scan before
     the start) bound the run."""
 
@@ -140,6 +141,7 @@ class HeavyHittersConfig:
     trust_event_time: bool = False
     m: int | None = None
     shard_key: str | None = None
+    release_mode: str | None = None
     mechanism: str = "auto"
     total_epsilon: float | None = None
     total_delta: float | None = None
@@ -190,6 +192,8 @@ class HeavyHittersConfig:
             raise ConfigError(f"--m: PAMG needs 1 <= m < k={self.k}, got {self.m}")
         if self.shard_key not in (None, *SHARD_KEYS):
             raise ConfigError(f"--shard-key: expected one of {SHARD_KEYS}, got {self.shard_key!r}")
+        if self.release_mode not in (None, *RELEASE_MODES):
+            raise ConfigError(f"--release-mode: expected one of {RELEASE_MODES}, got {self.release_mode!r}")
         if self.m is not None and self.shard_key == "item":
             raise ConfigError(
                 "--shard-key: a user-level job (--m) shards by user: one user's sets in one shard"
@@ -236,21 +240,23 @@ class HeavyHittersConfig:
         self._check_mechanism()
 
     def _check_mechanism(self) -> None:
-        """Refuse a ``--mechanism`` that the release entry point would refuse for this job's merged
-        sketches, listing the valid choices. The entry point's own checks answer for an empty merged
-        sketch of the job's kind (same build, k and m), under the per-epoch budget; nothing is charged
-        and no noise is drawn. (Count epochs calibrate to a smaller ε and δ by group privacy, which
-        changes no mechanism's applicability: that depends on ε, δ > 0.)"""
+        """Refuse a ``--mechanism`` that the release entry point would refuse for this job's
+        sketches in its release mode (a shard's sketch per shard, the merged sketch merged), listing
+        the valid choices. The entry point's own checks answer for an empty sketch of the job's kind
+        (same build, k and m), under the per-epoch budget; nothing is charged and no noise is drawn.
+        (Count epochs calibrate to a smaller ε and δ by group privacy, which changes no mechanism's
+        applicability: that depends on ε, δ > 0.)"""
         from privstream.accounting import Budget
         from privstream.mechanisms import applicable_mechanisms
 
         spec = self.spec
-        sketch = spec.merge([])
+        sketch = spec.new() if spec.per_shard else spec.merge([])
         reasons = applicable_mechanisms(sketch, Budget(self.epsilon, self.delta))
         valid = [name for name, reason in reasons.items() if not reason]
         if self.mechanism in valid or (self.mechanism == "auto" and valid):
             return
-        what = f"this job's merged {spec.kind.upper()} sketches ({sketch.build.name})"
+        which = "per-shard" if spec.per_shard else "merged"
+        what = f"this job's {which} {spec.kind.upper()} sketches ({sketch.build.name})"
         if not valid:
             why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
             raise ConfigError(
@@ -291,7 +297,7 @@ class HeavyHittersConfig:
     def spec(self) -> SketchSpec:
         """The shard sketch: the registered event-level kind (MG), or with ``m`` the user-level one (PAMG)."""
         kind = kind_for(user_level=self.m is not None)
-        return SketchSpec(kind.name, self.k, self.m, self.shard_key)
+        return SketchSpec(kind.name, self.k, self.m, self.shard_key, self.release_mode)
 
     @property
     def policy(self) -> EpochPolicy:

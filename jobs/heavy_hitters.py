@@ -44,6 +44,7 @@ from datetime import timedelta
 from privstream.connectors import validation
 from privstream.jobs.config import (
     OPERATORS,
+    RELEASE_MODES,
     SHARD_KEYS,
     ConfigError,
     HeavyHittersConfig,
@@ -107,11 +108,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "messages are dead-lettered): item (default for MG) or user (always for --m)",
     )
     p.add_argument(
+        "--release-mode",
+        choices=RELEASE_MODES,
+        default=None,
+        help="per-shard (default for MG): each shard's Alg. 1 sketch released with PMG, whose threshold "
+        "does not grow with k, and the releases summed (parallel composition over the hash partition); "
+        "merged (default for --m): the shards' fixed-order merge released with GSHM / thresholded Laplace",
+    )
+    p.add_argument(
         "--mechanism",
         choices=mechanism_choices(),
         default="auto",
         help="release mechanism: auto (default: the valid one with the smallest error bound) or one "
-        "valid for the job's MERGED sketches (the others are refused with the reason and the valid choices)",
+        "valid for the job's sketches in its release mode (the others are refused with the reason and "
+        "the valid choices)",
     )
     p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
     p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
@@ -199,6 +209,7 @@ def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
         trust_event_time=args.trust_event_time,
         m=args.m,
         shard_key=args.shard_key,
+        release_mode=args.release_mode,
         mechanism=args.mechanism,
         total_epsilon=args.total_epsilon,
         total_delta=args.total_delta,

@@ -135,6 +135,11 @@ class CountEpochs:
     #: add, calibrated by group privacy (Lebeda-Tetek Lemma 8.1, g = 2).
     group_size = 2
 
+    @property
+    def shard_events_bound(self) -> int:
+        """A public bound on one shard's events in one epoch (the epoch size): ``auto``'s n_bound."""
+        return self.size
+
     def describe(self) -> str:
         return f"count:{self.size}"
 
@@ -191,6 +196,8 @@ class TimeEpochs:
 
     #: One event changes one epoch (its own): no group privacy needed.
     group_size = 1
+    #: no public bound on an epoch's events
+    shard_events_bound = None
 
     def describe(self) -> str:
         return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"

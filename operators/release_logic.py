@@ -1,11 +1,16 @@
 """The release step of the heavy-hitters job, free of Flink: charge the ledger, add noise, encode.
 
-For each merged epoch sketch (:class:`~privstream.operators.shard_logic.MergedEpoch`) the
-:class:`EpochReleaser` calls the release entry point :func:`privstream.mechanisms.release` with
-the :class:`~privstream.accounting.PrivacyLedger`, which is charged before any noise is drawn (a
-refused charge publishes nothing), on the merged sketch (``Build.MERGED`` /
-``PAMG_MERGED``: GSHM or thresholded Laplace, never PMG) and encodes the result as an Avro
-``Release`` plus a ``LedgerEntry`` for the compacted ledger topic.
+For each epoch's shard sketches (:class:`~privstream.operators.shard_logic.MergedEpoch`) the
+:class:`EpochReleaser` calls a release entry point with the
+:class:`~privstream.accounting.PrivacyLedger`, which is charged once before any noise is drawn (a
+refused charge publishes nothing): per shard (the MG default),
+:func:`privstream.mechanisms.release_disjoint` releases every shard's sequential Alg. 1 sketch
+(PMG) and sums them (parallel composition over the hash partition); merged,
+:func:`privstream.mechanisms.release` releases the fixed-order merge (``Build.MERGED`` /
+``PAMG_MERGED``: GSHM or thresholded Laplace, never PMG). With count epochs the epoch size is a
+public bound on each shard's events, passed as ``n_bound`` (``auto`` weighs systematic terms with
+it). The result is encoded as an Avro ``Release`` plus a ``LedgerEntry`` for the compacted ledger
+topic.
 
 Composition: an event-level (MG) job releases disjoint epochs, which compose in parallel
 (``parallel_epochs``); a user-level (PAMG) job's users recur across epochs, so its ledger composes
@@ -113,24 +118,35 @@ class EpochReleaser:
 
     def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes]:
         """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
-        from privstream.mechanisms import release
+        from privstream.mechanisms import release, release_disjoint
 
         if merged.refused is not None:  # fail closed: the input cannot support the stated relation
             logger.error("release of epoch %s refused: %s", merged.epoch, merged.refused)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {merged.refused}")
         budget = Budget(self.config.epsilon, self.config.delta)
-        sketch = self.spec.load_merged(merged.data)
-        try:  # the entry point charges the ledger before it draws noise
-            result = release(
-                sketch,
-                budget,
-                mechanism=self.config.mechanism,
-                rng=self._rng(merged),
-                epoch=merged.epoch,
-                ledger=self.ledger,
-                label="heavy-hitters",
-                group_size=self.policy.group_size,
-            )
+        shard_bound = self.policy.shard_events_bound  # public (count epochs), else None
+        if shard_bound is not None and self.spec.m is not None:
+            shard_bound *= self.spec.m  # PAMG's sketch term counts items: <= m per user set
+        common = {
+            "mechanism": self.config.mechanism,
+            "rng": self._rng(merged),
+            "epoch": merged.epoch,
+            "ledger": self.ledger,
+            "label": "heavy-hitters",
+            "group_size": self.policy.group_size,
+        }
+        try:  # the entry points charge the ledger before they draw noise
+            if self.spec.per_shard:  # each shard's sketch on its own, summed (parallel composition)
+                result = release_disjoint(
+                    self.spec.load_release_input(merged.data),  # type: ignore[arg-type]
+                    budget,
+                    keys_disjoint=self.spec.keys_disjoint,
+                    n_bound=shard_bound,
+                    **common,  # type: ignore[arg-type]
+                )
+            else:
+                n_bound = None if shard_bound is None else shard_bound * merged.shards
+                result = release(self.spec.load_merged(merged.data), budget, n_bound=n_bound, **common)  # type: ignore[arg-type]
         except BudgetExceeded as exc:
             logger.error("release of epoch %s refused: %s", merged.epoch, exc)
             return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")

@@ -7,7 +7,7 @@ forgets budget spent by an earlier one; a job restored from a savepoint or check
 advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
 charges recorded after it. Main output: Avro ``Release`` bytes; side output
 ``LEDGER``: ``Row(ledger_id, LedgerEntry)`` for the compacted topic; side output ``SKETCHES``
-(only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the merged pre-noise sketch.
+(only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise sketches.
 Both sinks are transactional, so a restore never publishes a release or a charge twice.
 """
 
@@ -79,25 +79,30 @@ class ReleaseFunction(KeyedProcessFunction):
             self.config, self.spec, self.policy, self._ledger(), noise_key=self._noise_key()
         )
         if self.expose_sketches:
-            yield SKETCHES, self._snapshot(merged)
+            yield from ((SKETCHES, snapshot) for snapshot in self._snapshots(merged))
         release_bytes, ledger_entry = releaser.release(merged)
         self.ledger.update(releaser.ledger.to_bytes())
         yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
         if release_bytes is not None:
             yield release_bytes
 
-    def _snapshot(self, merged: MergedEpoch) -> bytes:
-        """TESTS/AUDIT ONLY: the merged pre-noise sketch as an Avro ``SketchSnapshot`` (not private)."""
-        sketch = self.spec.load_merged(merged.data)
-        return encode(
-            "SketchSnapshot",
-            {
-                "sketch_type": type(sketch).__name__,
-                "build": sketch.build.name,
-                "shard": -1,  # all shards
-                "epoch": merged.epoch,
-                "n": sketch.n,
-                "data": merged.data,
-                "created_time": int(time.time() * 1000),
-            },
-        )
+    def _snapshots(self, merged: MergedEpoch) -> list[bytes]:
+        """TESTS/AUDIT ONLY: the pre-noise sketches as Avro ``SketchSnapshot`` records (not private):
+        every shard's (per-shard release) or the merged one (shard -1)."""
+        loaded = self.spec.load_release_input(merged.data)
+        sketches = list(enumerate(loaded)) if isinstance(loaded, list) else [(-1, loaded)]
+        return [
+            encode(
+                "SketchSnapshot",
+                {
+                    "sketch_type": type(sketch).__name__,
+                    "build": sketch.build.name,
+                    "shard": shard,
+                    "epoch": merged.epoch,
+                    "n": sketch.n,
+                    "data": sketch.to_bytes(),
+                    "created_time": int(time.time() * 1000),
+                },
+            )
+            for shard, sketch in sketches
+        ]

@@ -64,8 +64,10 @@ class ShardSketch(NamedTuple):
 
 
 class MergedEpoch(NamedTuple):
-    """The fixed-order merge of every shard's sketch of ``epoch`` (core format bytes); ``refused``:
-    why it must not be released (a shard saw a misrouted event), else ``None``."""
+    """Epoch ``epoch``'s release input from all ``shards`` (the job's shard count):
+    :meth:`SketchSpec.combine` bytes, i.e. the shard sketches in shard order (per-shard release) or
+    their fixed-order merge; ``refused``: why it must not be released (a shard saw a misrouted
+    event), else ``None``."""
 
     epoch: int
     data: bytes
@@ -239,8 +241,7 @@ class EpochMerger:
             through = max(pending, default=next_epoch - 1)
         while next_epoch <= through:
             shard_data = pending.pop(next_epoch, {})
-            ordered = [shard_data[s] for s in sorted(shard_data)]
-            merged = self.spec.merge(ordered)
-            yield MergedEpoch(next_epoch, merged.to_bytes(), len(ordered), refused)
+            data = self.spec.combine(shard_data, self.num_shards)
+            yield MergedEpoch(next_epoch, data, self.num_shards, refused)
             next_epoch += 1
             self.state = MergeState(closed, pending, next_epoch, starts, refused)

@@ -15,19 +15,28 @@ into a standard MG sketch (mergeable-summaries merge, Cor. 7.2: the shards must 
 (Alg. 4) fed one user set at a time; shards merged with :func:`~privstream.sketches.merge_in_order`
 (``Build.PAMG_MERGED``, Cor. 8.10).
 
-Either way the sketch the release operator sees is a *merged* sketch, so the release entry point
-uses GSHM / thresholded Laplace and refuses PMG (Alg. 2 needs a sequential Alg. 1 sketch).
+How an epoch's shard sketches reach the release (``release_mode``, :data:`RELEASE_MODES`):
+
+* ``"per-shard"`` (the job's default for MG): every shard's sequential Alg. 1 sketch is released
+  on its own — PMG (Alg. 2, threshold independent of k) — and the releases are summed key-wise by
+  :func:`~privstream.mechanisms.release_disjoint`: parallel composition over the hash partition
+  (one event lies in one shard). With ``shard_key="item"`` the shards hold disjoint items, so an
+  item's value is its one shard's PMG estimate (error n_shard/(k+1) + PMG's noise).
+* ``"merged"`` (PAMG's default): the shard sketches are merged in shard-id order and the merged
+  sketch released with GSHM / thresholded Laplace (PMG is refused on merged sketches, §7), whose
+  thresholds grow with k.
 
 To add a family: one :func:`register_kind` call with its :class:`ShardSketchKind`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from privstream.operators.payloads import EventPayload, Payload, UserSetPayload
+from privstream.operators.state_records import pack_shard_sketches, unpack_shard_sketches
 
 from privstream.privacy import Condition, ConditionKind, Enforcement
 from privstream.sketches import (
@@ -44,6 +53,8 @@ ShardSketchT = MisraGries | StandardMisraGries | PrivacyAwareMisraGries
 
 #: what a producer may hash to pick an event's partition (:mod:`privstream.operators.routing`)
 SHARD_KEYS = ("item", "user")
+#: how an epoch's shard sketches are released (module docstring)
+RELEASE_MODES = ("per-shard", "merged")
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class ShardSketchKind:
     shard_keys: tuple[str, ...]
     user_level: bool
     merge_citation: str
+    default_release_mode: str
     shard_key_rule: str = ""
 
 
@@ -124,6 +136,7 @@ MG_KIND = register_kind(
         shard_keys=("item", "user"),
         user_level=False,
         merge_citation="Cor. 7.2",
+        default_release_mode="per-shard",
     )
 )
 PAMG_KIND = register_kind(
@@ -138,6 +151,7 @@ PAMG_KIND = register_kind(
         shard_keys=("user",),
         user_level=True,
         merge_citation="Cor. 7.2, 8.10",
+        default_release_mode="merged",
         shard_key_rule="a user-level (PAMG) job shards by user (one user's sets in one shard)",
     )
 )
@@ -154,11 +168,17 @@ class SketchSpec:
     #: what the producer hashes to pick an event's partition (verified per event,
     #: :mod:`privstream.operators.routing`): "item" (default for MG) or "user" (always for PAMG)
     shard_key: str | None = None
+    #: "per-shard" or "merged" (module docstring); None: the kind's default
+    release_mode: str | None = None
 
     def __post_init__(self) -> None:
         kind = get_kind(self.kind)
         if self.shard_key is None:
             object.__setattr__(self, "shard_key", kind.shard_keys[0])
+        if self.release_mode is None:
+            object.__setattr__(self, "release_mode", kind.default_release_mode)
+        if self.release_mode not in RELEASE_MODES:
+            raise ValueError(f"release_mode: expected one of {RELEASE_MODES}, got {self.release_mode!r}")
         if self.shard_key not in SHARD_KEYS:
             raise ValueError(f"shard_key: expected 'item' or 'user', got {self.shard_key!r}")
         if self.shard_key not in kind.shard_keys:
@@ -178,6 +198,16 @@ class SketchSpec:
         return get_kind(self.kind)
 
     @property
+    def per_shard(self) -> bool:
+        """Each shard's sketch is released on its own (``release_mode == "per-shard"``)."""
+        return self.release_mode == "per-shard"
+
+    @property
+    def keys_disjoint(self) -> bool:
+        """Shards hold disjoint items (the partitioner hashes the item): public, from the config."""
+        return self.shard_key == "item"
+
+    @property
     def user_sets(self) -> bool:
         return self.sketch_kind.user_level
 
@@ -186,11 +216,16 @@ class SketchSpec:
         """The conditions the releases add to their neighbour relation about the shards: the shard
         rule and merge order (Cor. 7.2 / 8.10), the per-event routing check (fails closed) and, at
         user level, the unchecked one-set-per-user-and-epoch assumption (else group size s, Lemma 8.1)."""
+        combined = (
+            "each shard's sketch released on its own and the releases summed (parallel composition: "
+            "one unit lies in one shard)"
+            if self.per_shard
+            else f"merged in shard-id order (Lebeda-Tetek {self.sketch_kind.merge_citation})"
+        )
         conditions = (
             Condition(
                 ConditionKind.SHARD_RULE,
-                f"shards = Kafka partitions chosen by a hash of the {self.shard_key}, merged in shard-id "
-                f"order (Lebeda-Tetek {self.sketch_kind.merge_citation})",
+                f"shards = Kafka partitions chosen by a hash of the {self.shard_key}, {combined}",
             ),
             Condition(
                 ConditionKind.ROUTING,
@@ -241,6 +276,23 @@ class SketchSpec:
         if not isinstance(piece, kind.payload_type):  # end markers never reach a sketch
             raise TypeError(f"cannot update a {kind.title} sketch with {type(piece).__name__}")
         kind.feed(sketch, piece)
+
+    def combine(self, shard_data: Mapping[int, bytes], shards: int) -> bytes:
+        """An epoch's release input from the sketches of the shards that sent one: per shard, every
+        shard ``0..shards-1`` in order (an empty sketch for a shard that sent none); merged, the
+        fixed-order merge of the sketches sent, sorted by shard id."""
+        if self.per_shard:
+            empty = self.new().to_bytes()
+            return pack_shard_sketches([shard_data.get(s, empty) for s in range(shards)])
+        return self.merge([shard_data[s] for s in sorted(shard_data)]).to_bytes()
+
+    def load_release_input(
+        self, data: bytes
+    ) -> list[ShardSketchT] | StandardMisraGries | PrivacyAwareMisraGries:
+        """Decode :meth:`combine`'s output: the list of shard sketches, or the merged sketch."""
+        if self.per_shard:
+            return [self.load(part) for part in unpack_shard_sketches(data)]
+        return self.load_merged(data)
 
     def merge(self, shard_sketches: Sequence[bytes]) -> StandardMisraGries | PrivacyAwareMisraGries:
         """Merge serialised shard sketches in the given order (callers pass them sorted by shard id)."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from privstream.sketches.binary_format import STATE_CODES, SketchFormatError
+from privstream.sketches.binary_format import STATE_CODES, SketchFormatError, decode_envelope, encode_envelope
 
 SHARD_PROGRESS = STATE_CODES.start  #: type byte of a ShardProgress record
 MERGE_STATE = STATE_CODES.start + 1  #: type byte of a MergeState record
+SHARD_SKETCHES = STATE_CODES.start + 2  #: type byte of an epoch's per-shard sketches (per-shard release)
 
 _MASK = (1 << 64) - 1
 _ENTRY = struct.Struct("<qIQ")  # epoch, shard, sketch length
@@ -75,3 +76,28 @@ def unpack_merge_payload(
         pending.setdefault(epoch, {})[shard] = payload[at : at + length]
         at += length
     return closed, starts, pending, payload[at:]
+
+
+def pack_shard_sketches(sketches: Sequence[bytes]) -> bytes:
+    """One epoch's shard sketches in shard order (the per-shard release's input): an envelope with
+    the count as its parameter and ``(length u64, bytes)`` per shard."""
+    payload = b"".join(struct.pack("<Q", len(data)) + bytes(data) for data in sketches)
+    return encode_envelope(SHARD_SKETCHES, [len(sketches)], payload)
+
+
+def unpack_shard_sketches(data: bytes) -> list[bytes]:
+    """Inverse of :func:`pack_shard_sketches` (SketchFormatError on anything else)."""
+    (count,), payload = decode_envelope(data, SHARD_SKETCHES, 1, "shard sketches")
+    out, at = [], 0
+    for _ in range(count):
+        if len(payload) < at + 8:
+            raise SketchFormatError("truncated shard sketches record")
+        (length,) = struct.unpack_from("<Q", payload, at)
+        at += 8
+        if len(payload) < at + length:
+            raise SketchFormatError("truncated shard sketch")
+        out.append(payload[at : at + length])
+        at += length
+    if at != len(payload) or not out:
+        raise SketchFormatError("bad shard sketches record")
+    return out

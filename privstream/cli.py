@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "privstream.jobs.quickstart",
         "broker + synthetic stream + heavy-hitters job, all embedded",
     ),
+    "eval": ("privstream.eval.cli", "reproduce a paper's evaluation: tables, plots and its claims checked"),
 }
 
 

@@ -167,7 +167,7 @@ NOISE_SEED = 7
 
 
 def seeded(out_prefix: str, *, fail_marker: str | None = None, fail_after: int = 0) -> TestHooks:
-    """TESTS ONLY hooks: seeded noise (:data:`NOISE_SEED`), the merged pre-noise sketches exposed on
+    """TESTS ONLY hooks: seeded noise (:data:`NOISE_SEED`), the pre-noise sketches exposed on
     ``<out_prefix>-sketches``, and an injected failure if ``fail_marker``."""
     from privstream.jobs.config import TestHooks
 
@@ -189,7 +189,7 @@ def job_config(
     **options: Any,
 ) -> HeavyHittersConfig:
     """The heavy-hitters config for ``stream`` with output topics named after ``out_prefix`` (the
-    merged pre-noise sketches are a test hook: :func:`seeded`); bounded by the EndMarkers (scanned before the start) or by
+    pre-noise sketches are a test hook: :func:`seeded`); bounded by the EndMarkers (scanned before the start) or by
     explicit ``stop_offsets``; ``options`` are further config fields."""
     from privstream.jobs.config import HeavyHittersConfig
 
@@ -219,13 +219,18 @@ class JobOutputs:
     dead_letters: list[dict[str, Any]]
 
 
-def read_outputs(bootstrap: str, out_prefix: str, expect_releases: int) -> JobOutputs:
+def read_outputs(
+    bootstrap: str, out_prefix: str, expect_releases: int, sketches_per_release: int = 1
+) -> JobOutputs:
+    """The job's committed outputs; ``sketches_per_release``: pre-noise snapshots per epoch (the
+    number of shards for a per-shard release, 1 for a merged one)."""
+
     def records(suffix: str, expect: int | None) -> list[dict[str, Any]]:
         return read_topic(bootstrap, f"{out_prefix}-{suffix}", expect=expect, idle_s=2.0)
 
     return JobOutputs(
         releases=records("releases", expect_releases),
-        sketches=records("sketches", expect_releases),
+        sketches=records("sketches", expect_releases * sketches_per_release),
         ledger=records("ledger", expect_releases),
         dead_letters=records("dlq", None),
     )
@@ -246,10 +251,13 @@ def hh_stream(flink_broker: Any, flink_connector_jars: list[Path]) -> ProducedSt
 
 @pytest.fixture(scope="session")
 def hh_reference_run(hh_stream: ProducedStream) -> JobOutputs:
-    """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard)."""
+    """One failure-free run of the job over ``hh_stream`` (3 count epochs per shard; the default
+    per-shard release, so one pre-noise snapshot per shard and epoch)."""
     prefix = fresh_name("ref")
     run_job_to_end(job_config(hh_stream, prefix), seeded(prefix))
-    return read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    return read_outputs(
+        hh_stream.bootstrap, prefix, expect_releases=3, sketches_per_release=hh_stream.partitions
+    )
 
 
 def start_job(config: HeavyHittersConfig, hooks: TestHooks) -> Any:

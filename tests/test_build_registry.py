@@ -89,7 +89,7 @@ def toy(isolated_builds: None, tmp_path: Path) -> ModuleType:
 def test_a_sketch_module_registers_its_own_build(toy: ModuleType) -> None:
     b = toy.TOY_MERGED
     assert isinstance(b, Build) and b.name == "TOY_MERGED" and b.code == 901
-    assert Build.from_code(901) is b and b in set(Build) and len(Build) == 6
+    assert Build.from_code(901) is b and b in set(Build) and len(Build) == 7
     assert b.guarantees.one_signed and b.guarantees.per_counter_change == 1
     assert not b.guarantees.sequential_mg and not b.guarantees.alg1_slots
 
@@ -123,7 +123,7 @@ def test_duplicate_names_and_codes_are_refused(isolated_builds: None) -> None:
             register_build(name, 903, g)
     with pytest.raises(TypeError, match="BuildGuarantees"):
         register_build("NO_GUARANTEES", 904, "one-signed")  # type: ignore[arg-type]
-    assert len(Build) == 5
+    assert len(Build) == 6
 
 
 def test_builds_are_immutable_registered_values() -> None:
@@ -139,5 +139,6 @@ def test_builds_are_immutable_registered_values() -> None:
         ("MERGED", 3),
         ("PAMG", 4),
         ("PAMG_MERGED", 5),
+        ("EXACT", 6),
     ]
     assert isinstance(Build.PAMG.guarantees, BuildGuarantees)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from privstream.accounting import Budget, PrivacyLedger
-from privstream.mechanisms import release
+from privstream.mechanisms import release_disjoint
 from privstream.noise.rng import SeededRandomSource
 from privstream.sketches import Build, MisraGries, load_sketch, merge_in_order
 from tests.flink_fixtures import (
@@ -55,13 +55,9 @@ def core_epoch_sketches(batches: list[np.ndarray]) -> list[MisraGries]:
     return sketches
 
 
-def core_merged(stream: ProducedStream) -> list:
-    per_shard = {p: core_epoch_sketches(b) for p, b in stream.batches.items()}
-    epochs = max(len(v) for v in per_shard.values())
-    return [
-        merge_in_order([per_shard[p][e] for p in sorted(per_shard) if e < len(per_shard[p])], k=K)
-        for e in range(epochs)
-    ]
+def core_per_shard(stream: ProducedStream) -> dict[int, list[MisraGries]]:
+    """Core's sketches per partition and count epoch (every partition has the same epochs here)."""
+    return {p: core_epoch_sketches(b) for p, b in stream.batches.items()}
 
 
 def released_items(record: dict) -> list[tuple[object, int]]:
@@ -82,33 +78,40 @@ def assert_same_releases(a: JobOutputs, b: JobOutputs) -> None:
     assert [{k: r[k] for k in key} for r in a.releases] == [{k: r[k] for k in key} for r in b.releases]
 
 
-def test_releases_equal_core_fixed_order_merge_of_partition_sketches(
+def test_releases_equal_core_per_shard_pmg_of_partition_sketches(
     hh_stream: ProducedStream, hh_reference_run: JobOutputs
 ) -> None:
+    """The default per-shard release: every partition's sequential Alg. 1 sketch of each count epoch
+    is released with PMG and the releases are summed, charged once per epoch (parallel composition
+    over the item-hash partition, ``release_disjoint``)."""
     out = hh_reference_run
-    expected = core_merged(hh_stream)
-    assert len(expected) == 3
-    # the pre-noise merged sketches (test-only side topic) equal core's fixed-order merge
-    assert [s["epoch"] for s in out.sketches] == [0, 1, 2]
-    for snap, want in zip(out.sketches, expected, strict=True):
-        got = load_sketch(snap["data"])
-        assert got.build is Build.MERGED and snap["build"] == "MERGED"
-        assert got.counters() == want.counters() and got.n == want.n
-    # the releases equal core's release of core's merge with the same (test-only) seeded noise
+    per_shard = core_per_shard(hh_stream)
+    assert {len(v) for v in per_shard.values()} == {3}
+    # the pre-noise sketches (test-only side topic): one per (epoch, shard), equal to core's bytes
+    got = {(s["epoch"], s["shard"]): s for s in out.sketches}
+    assert sorted(got) == [(e, p) for e in range(3) for p in range(hh_stream.partitions)]
+    for (epoch, shard), snap in got.items():
+        want = per_shard[shard][epoch]
+        assert snap["build"] == "ALG1_SEQUENTIAL" and snap["data"] == want.to_bytes()
+    # the releases equal core's per-shard release with the same (test-only) seeded noise
     assert [r["epoch"] for r in out.releases] == [0, 1, 2]
-    for rec, want in zip(out.releases, expected, strict=True):
+    for rec in out.releases:
+        e = rec["epoch"]
         ledger = PrivacyLedger(Budget(1.0, 1e-6), composition="parallel_epochs")
-        ref = release(
-            want,
+        ref = release_disjoint(
+            [per_shard[p][e] for p in range(hh_stream.partitions)],
             Budget(1.0, 1e-6),
-            rng=SeededRandomSource(f"privstream-test-noise:{NOISE_SEED}:{rec['epoch']}"),
-            epoch=rec["epoch"],
+            rng=SeededRandomSource(f"privstream-test-noise:{NOISE_SEED}:{e}"),
+            epoch=e,
             ledger=ledger,
             group_size=2,  # count epochs: "replace one event" = remove + add (release_logic.py)
+            n_bound=EPOCH_EVENTS,  # count epochs: the epoch size bounds each shard's events (public)
         )
-        assert rec["mechanism"] == ref.mechanism and rec["mechanism"] != "pmg"
+        assert rec["mechanism"] == ref.mechanism == "pmg"
         assert released_items(rec) == [(x, c) for x, c in ref.items]
         assert rec["epsilon"] == 1.0 and rec["delta"] == 1e-6 and rec["privacy_unit"]
+        relation = rec["neighbour_relation"]  # count epochs: a replacement in one shard's stream
+        assert "one shard's stream" in relation and "parallel composition" in relation
     assert any(released_items(r) for r in out.releases)  # Zipf heavy hitters survive the noise
     # the malformed message went to the dead-letter topic with its reason and position
     assert len(out.dead_letters) == 1
@@ -139,7 +142,7 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     phased.rest()  # shard 0 passes 14000 events: the operator throws once, Flink restores a checkpoint
     client.get_job_execution_result().result()
     assert marker.exists()  # the failure did happen
-    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
+    out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
     assert_same_releases(out, hh_reference_run)
     assert [s["data"] for s in out.sketches] == [s["data"] for s in hh_reference_run.sketches]
     assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]  # no charge published twice
@@ -166,7 +169,7 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
         seeded(prefix),
     )
     try:
-        out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3)
+        out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
     finally:
         # FLINK-33466 / FLINK-31006 (flink-connector-kafka 4.0.1): a bounded KafkaSource restored from
         # a savepoint reads to its stopping offsets but is never sent NoMoreSplits, so the resumed job
@@ -217,7 +220,7 @@ def test_flink_run_on_standalone_cluster(
     ]
     proc = standalone_cluster.submit(script, *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3)
+    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
     assert_same_releases(out, hh_reference_run)
 
 
@@ -297,8 +300,9 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
 
 def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None:
     """``--operator window --trust-event-time`` (refused without the flag: its watermark is
-    data-driven): tumbling event-time windows whose accumulator is the sketch; the merged epoch
-    sketches equal core's per-(partition, epoch) sketches merged in partition order; punctuation
+    data-driven) with ``--release-mode merged``: tumbling event-time windows whose accumulator is
+    the sketch; the merged epoch sketches equal core's per-(partition, epoch) sketches merged in
+    partition order and are released with a merged-sketch mechanism (never PMG); punctuation
     messages are ignored (not dead-lettered)."""
     epoch_ms = 2000
     prefix = fresh_name("win")
@@ -306,6 +310,7 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
         job_config(
             hh_stream,
             prefix,
+            release_mode="merged",
             operator="window",
             trust_event_time=True,
             lateness=timedelta(seconds=10),
@@ -326,4 +331,5 @@ def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None
         got = load_sketch(snap["data"])
         assert got.build is Build.MERGED and got.counters() == expected[snap["epoch"]].counters()
     assert [r["epoch"] for r in out.releases] == sorted(expected)
+    assert all(r["mechanism"] in ("gshm", "laplace_threshold") for r in out.releases)
     assert len(out.dead_letters) == 1  # the malformed message; no late pieces with 10 s lateness

@@ -97,13 +97,17 @@ def _args(*extra: str) -> argparse.Namespace:
         (["--trust-event-time"], "--trust-event-time"),  # only for the window operator
         (["--flink-conf", "novalue"], "--flink-conf"),
         (["--parallelism", "0"], "--parallelism"),
-        (["--mechanism", "pmg"], "--mechanism"),  # Alg. 2 needs a sequential sketch, the job's are merged
-        (["--mechanism", "pmg_standard"], "--mechanism"),
+        # Alg. 2 needs a sequential sketch: valid per shard (the MG default), refused on merged sketches
+        (["--release-mode", "merged", "--mechanism", "pmg"], "--mechanism"),
+        (["--release-mode", "merged", "--mechanism", "pmg_standard"], "--mechanism"),
         (["--mechanism", "pure_topk"], "--mechanism"),  # needs a declared domain (and a sequential sketch)
         (["--mechanism", "chan_pmg"], "--mechanism"),  # needs a declared domain
+        (["--mechanism", "exact_threshold"], "--mechanism"),  # needs an exact histogram
+        (["--release-mode", "merged", "--mechanism", "exact_threshold"], "--mechanism"),
         (["--m", "4", "--mechanism", "pmg"], "--mechanism"),
         (["--m", "4", "--mechanism", "pmg_standard"], "--mechanism"),
         (["--m", "4", "--mechanism", "chan_topk"], "--mechanism"),
+        (["--m", "4", "--release-mode", "per-shard", "--mechanism", "pmg"], "--mechanism"),  # PAMG: no Alg. 2
         (["--delta", "0"], "--epsilon/--delta"),  # no (ε, δ) mechanism, and the job declares no domain
         (["--bootstrap", "foo"], "--bootstrap"),
         (["--bootstrap", "127.0.0.1:9092 "], "--bootstrap"),  # not a Flink SQL option value
@@ -146,6 +150,8 @@ _VALID: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "k": 16, "epoch": 1000}
         ({"mechanism": "bogus"}, "--mechanism"),
         ({"operator": "windows"}, "--operator"),
         ({"shard_key": "partition"}, "--shard-key"),
+        ({"release_mode": "per_shard"}, "--release-mode"),
+        ({"release_mode": "merged", "mechanism": "pmg"}, "--mechanism"),
         ({"stop_offsets": {0: -1}}, "--stop-offsets"),
         ({"flink_conf": (("", "x"),)}, "--flink-conf"),
         ({"checkpoint_interval": timedelta(0)}, "--checkpoint-interval"),
@@ -212,12 +218,38 @@ def test_mechanism_lists_its_choices_from_the_mechanism_registry() -> None:
     assert all(name in error for name in MECHANISMS)
 
 
-def test_valid_mechanisms_are_the_merged_sketch_ones_and_the_error_lists_them() -> None:
-    for extra in ([], ["--m", "4"]):
+def test_valid_mechanisms_follow_the_release_mode_and_the_error_lists_them() -> None:
+    """Per shard (the MG default) each shard's sequential Alg. 1 sketch is released: PMG and
+    pmg_standard are valid with GSHM and thresholded Laplace. Merged (``--release-mode merged`` and
+    the PAMG default) only GSHM and thresholded Laplace. The error names the mode and the choices."""
+    per_shard = ("auto", "pmg", "pmg_standard", "gshm", "laplace_threshold")
+    for mechanism in per_shard:
+        config = config_from_args(_args("--mechanism", mechanism))
+        assert config.release.mechanism == mechanism and config.spec.release_mode == "per-shard"
+    for extra in (["--release-mode", "merged"], ["--m", "4"], ["--m", "4", "--release-mode", "merged"]):
         for mechanism in ("auto", "gshm", "laplace_threshold"):
-            assert config_from_args(_args(*extra, "--mechanism", mechanism)).release.mechanism == mechanism
-    with pytest.raises(ConfigError, match="choose one of: auto, gshm, laplace_threshold"):
-        config_from_args(_args("--mechanism", "pmg"))
+            config = config_from_args(_args(*extra, "--mechanism", mechanism))
+            assert config.release.mechanism == mechanism and config.spec.release_mode == "merged"
+        with pytest.raises(ConfigError, match="choose one of: auto, gshm, laplace_threshold$") as info:
+            config_from_args(_args(*extra, "--mechanism", "pmg"))
+        assert "merged" in str(info.value)
+    with pytest.raises(
+        ConfigError, match="choose one of: auto, pmg, pmg_standard, gshm, laplace_threshold$"
+    ) as info:
+        config_from_args(_args("--mechanism", "exact_threshold"))
+    assert "per-shard" in str(info.value)
+    assert config_from_args(_args("--shard-key", "user")).spec.release_mode == "per-shard"
+
+
+def test_release_mode_option_and_defaults() -> None:
+    assert config_from_args(_args()).spec.per_shard and config_from_args(_args()).spec.keys_disjoint
+    assert not config_from_args(_args("--shard-key", "user")).spec.keys_disjoint
+    assert not config_from_args(_args("--m", "4")).spec.per_shard
+    merged = config_from_args(_args("--release-mode", "merged"))
+    assert merged.release_mode == "merged" and not merged.spec.per_shard
+    help_text = " ".join(_parser().format_help().split())
+    assert "--release-mode {per-shard,merged}" in help_text
+    assert "invalid choice: 'both'" in _cli_error("--release-mode", "both")
 
 
 def test_count_epochs_accept_a_valid_lateness_and_ignore_it() -> None:

@@ -23,6 +23,26 @@ from privstream.operators.sketch_spec import SketchSpec
 
 from privstream.sketches import Build, MisraGries, load_sketch, merge_in_order
 
+MERGED_MG = SketchSpec("mg", 8, release_mode="merged")  #: the merged release path (PAMG's default)
+
+
+def epoch_counters(spec: SketchSpec, data: bytes) -> dict[object, int]:
+    """What an epoch's release input holds: the merged sketch's counters, or per shard the key-wise
+    sum of the shard sketches' counters (each shard's sketch checked to be a sequential Alg. 1 one)."""
+    loaded = spec.load_release_input(data)
+    if not isinstance(loaded, list):
+        assert loaded.build in (Build.MERGED, Build.PAMG_MERGED)
+        return loaded.counters()
+    total: dict[object, int] = {}
+    for shard in loaded:
+        assert isinstance(shard, MisraGries) and shard.build is Build.ALG1_SEQUENTIAL
+        for x, c in shard.counters().items():
+            total[x] = total.get(x, 0) + c
+    return total
+
+
+both_modes = pytest.mark.parametrize("mode", ["merged", "per-shard"])
+
 
 def _batch(items: list[int], t0: int = 0, step: int = 1) -> bytes:
     events = [{"item": x, "user_id": None, "event_time": t0 + i * step} for i, x in enumerate(items)]
@@ -138,7 +158,8 @@ def test_released_epochs_depend_on_punctuation_only() -> None:
     assert future == base and late == 0
 
 
-def test_punctuation_before_any_event_closes_epochs_for_the_merge() -> None:
+@both_modes
+def test_punctuation_before_any_event_closes_epochs_for_the_merge(mode: str) -> None:
     """A shard that has counted nothing still reports progress on punctuation (so the merge need not
     wait for it), and later events of the punctuated epochs are late regardless of earlier events."""
     policy = TimeEpochs(1000)
@@ -149,16 +170,19 @@ def test_punctuation_before_any_event_closes_epochs_for_the_merge() -> None:
     assert out == [] and late == 1  # epoch 0 is closed: only the event of epoch 3 counts
     out, _ = sketcher.add(WatermarkPayload("clock", 4000))
     assert [(s.epoch, load_sketch(s.data).counters()) for s in out] == [(3, {2: 1})]
-    merger = EpochMerger(2, SketchSpec("mg", 8))
+    spec = SketchSpec("mg", 8, release_mode=mode)
+    merger = EpochMerger(2, spec)
     assert merger.add(ShardSketch(1, None, None, 3)) == []  # shard 1: progress only, through epoch 3
     merged = merger.add(out[0])
-    assert [(m.epoch, load_sketch(m.data).counters()) for m in merged] == [(3, {2: 1})]
+    assert [(m.epoch, m.shards, epoch_counters(spec, m.data)) for m in merged] == [(3, 2, {2: 1})]
 
 
-def test_merged_epochs_do_not_depend_on_which_shard_arrives_first() -> None:
+@both_modes
+def test_merged_epochs_do_not_depend_on_which_shard_arrives_first(mode: str) -> None:
     """Shards whose first punctuations differ start at different epochs: the job's first epoch is
-    the smallest shard start (punctuation only), whichever shard's messages reach the merge first."""
-    policy, spec = TimeEpochs(10), SketchSpec("mg", 8)
+    the smallest shard start (punctuation only), whichever shard's messages reach the merge first;
+    per shard, the epoch's bytes are the same too."""
+    policy, spec = TimeEpochs(10), SketchSpec("mg", 8, release_mode=mode)
     a = ShardSketcher(0, spec, policy, {}, ShardProgress())
     b = ShardSketcher(1, spec, policy, {}, ShardProgress())
     from_a = (
@@ -167,12 +191,14 @@ def test_merged_epochs_do_not_depend_on_which_shard_arrives_first() -> None:
     from_a += a.add(WatermarkPayload("clock", 100))[0] + a.finish()
     from_b = b.add(WatermarkPayload("clock", 80))[0] + b.add(_events(9, 1, 85))[0]
     from_b += b.add(WatermarkPayload("clock", 100))[0] + b.finish()
-    releases = []
+    releases, data = [], []
     for order in (from_a + from_b, from_b + from_a):
         merger = EpochMerger(2, spec)
         merged = [m for msg in order for m in merger.add(msg)]
-        releases.append([(m.epoch, load_sketch(m.data).counters()) for m in merged])
+        releases.append([(m.epoch, epoch_counters(spec, m.data)) for m in merged])
+        data.append([m.data for m in merged])
     assert releases[0] == releases[1] == [(6, {7: 2}), (7, {8: 1}), (8, {9: 1}), (9, {})]
+    assert data[0] == data[1]
 
 
 def test_count_epochs_ignore_punctuation() -> None:
@@ -199,10 +225,13 @@ def _core_epoch_sketches(batches: list[np.ndarray], size: int, k: int) -> list[M
     return sketches
 
 
-def test_shard_sketcher_and_merger_equal_core_fixed_order_merge() -> None:
-    rng = np.random.default_rng(3)
-    spec, policy, k, size = SketchSpec("mg", 8), CountEpochs(700), 8, 700
-    shards = {s: [rng.zipf(1.3, 250) % 50 for _ in range(6 + s)] for s in range(3)}
+def _run_count_epoch_shards(spec: SketchSpec, seed: int = 3) -> tuple[list, dict[int, list[MisraGries]]]:
+    """Three shards' zipf batches through ShardSketcher -> EpochMerger (count epochs of 700, the
+    shards' messages interleaved); returns (merged epochs, core per-shard epoch sketches)."""
+    rng = np.random.default_rng(seed)
+    k, size = spec.k, 700
+    policy = CountEpochs(size)
+    shards = {s: [rng.zipf(1.3, 250) % 50 for _ in range(4 + 4 * s)] for s in range(3)}  # 2, 3, 5 epochs
     merger = EpochMerger(3, spec)
     merged = []
     # interleave the shards' messages: the merge must not depend on arrival order
@@ -217,27 +246,73 @@ def test_shard_sketcher_and_merger_equal_core_fixed_order_merge() -> None:
     for s in (1, 2, 0):
         for msg in sketchers[s].finish():
             merged += merger.add(msg)
-    core = {s: _core_epoch_sketches(b, size, k) for s, b in shards.items()}
+    return merged, {s: _core_epoch_sketches(b, size, k) for s, b in shards.items()}
+
+
+def test_shard_sketcher_and_merger_equal_core_fixed_order_merge() -> None:
+    spec = SketchSpec("mg", 8, release_mode="merged")
+    merged, core = _run_count_epoch_shards(spec)
     n_epochs = max(len(v) for v in core.values())
     assert [m.epoch for m in merged] == list(range(n_epochs))
     for m in merged:
-        expected = merge_in_order([core[s][m.epoch] for s in sorted(core) if m.epoch < len(core[s])], k=k)
+        expected = merge_in_order([core[s][m.epoch] for s in sorted(core) if m.epoch < len(core[s])], k=8)
         got = load_sketch(m.data)
-        assert got.build is Build.MERGED
+        assert got.build is Build.MERGED and m.shards == 3
         assert got.counters() == expected.counters() and got.n == expected.n
 
 
+def test_per_shard_epochs_hold_every_shards_core_sketch_in_shard_order() -> None:
+    """Per-shard release input: every shard's sequential Alg. 1 sketch of the epoch, in shard order,
+    equal to core's (slots, counters, n) — an empty sketch for a shard whose stream ended earlier."""
+    spec = SketchSpec("mg", 8)
+    assert spec.per_shard and spec.release_mode == "per-shard"
+    merged, core = _run_count_epoch_shards(spec)
+    n_epochs = max(len(v) for v in core.values())
+    assert [m.epoch for m in merged] == list(range(n_epochs))
+    empties = 0
+    for m in merged:
+        got = spec.load_release_input(m.data)
+        assert isinstance(got, list) and len(got) == m.shards == 3
+        for s, sketch in enumerate(got):
+            expected = core[s][m.epoch] if m.epoch < len(core[s]) else MisraGries(8)
+            empties += expected.n == 0
+            assert sketch.build is Build.ALG1_SEQUENTIAL and sketch.k == 8
+            assert sketch.slots() == expected.slots() and sketch.n == expected.n
+    assert empties > 0  # the shards' streams end in different epochs: empty shard sketches occur
+
+
 def test_merger_waits_for_every_shard_and_fills_missing_with_empty() -> None:
-    spec = SketchSpec("mg", 4)
+    spec = SketchSpec("mg", 4, release_mode="merged")
     merger = EpochMerger(2, spec)
     one = MisraGries(4)
     one.update_batch(np.array([1, 1, 2]))
     assert merger.add(ShardSketch(0, 0, one.to_bytes(), 0)) == []  # shard 1 has not closed epoch 0
     out = merger.add(ShardSketch(1, None, None, FINAL))  # shard 1 ended without data: epoch 0 complete
     assert [m.epoch for m in out] == [0] and load_sketch(out[0].data).counters() == {1: 2, 2: 1}
+    assert out[0].shards == 2
     assert merger.add(ShardSketch(0, None, None, FINAL)) == []  # nothing further was pending
     with pytest.raises(ValueError, match="shards"):
         merger.add(ShardSketch(5, 0, one.to_bytes(), 0))
+
+
+def test_per_shard_merger_waits_for_every_shard_and_fills_missing_with_empty() -> None:
+    """Per shard, a shard that sent no sketch for the epoch contributes an empty Alg. 1 sketch in its
+    place (its release is pure noise below the threshold), so the input always has every shard."""
+    from privstream.operators.state_records import unpack_shard_sketches
+
+    spec = SketchSpec("mg", 4)
+    merger = EpochMerger(3, spec)
+    one = MisraGries(4)
+    one.update_batch(np.array([1, 1, 2]))
+    assert merger.add(ShardSketch(1, 0, one.to_bytes(), 0)) == []
+    assert merger.add(ShardSketch(0, None, None, FINAL)) == []  # shard 2 has not closed epoch 0
+    out = merger.add(ShardSketch(2, None, None, FINAL))
+    assert [(m.epoch, m.shards, m.refused) for m in out] == [(0, 3, None)]
+    parts = unpack_shard_sketches(out[0].data)
+    assert parts == [spec.new().to_bytes(), one.to_bytes(), spec.new().to_bytes()]
+    loaded = spec.load_release_input(out[0].data)
+    assert [s.counters() for s in loaded] == [{}, {1: 2, 2: 1}, {}]
+    assert merger.add(ShardSketch(1, None, None, FINAL)) == []
 
 
 def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
@@ -270,17 +345,19 @@ def test_pamg_shards_merge_like_core_and_oversized_sets_are_rejected() -> None:
         SketchSpec("pamg", 4, 4)
 
 
-def test_a_misrouted_event_stops_every_later_release_fail_closed() -> None:
+@both_modes
+def test_a_misrouted_event_stops_every_later_release_fail_closed(mode: str) -> None:
     """One misrouted message (a position-based producer) must not just be dropped — which of the
     right-routed events are counted would then depend on position — the job stops releasing: every
     epoch closed after it is merged as refused, and the releaser publishes nothing and charges nothing."""
+    from privstream.connectors.avro_codec import decode
     from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
     from privstream.operators.shard_logic import Misrouted
 
     from privstream.accounting import PrivacyLedger
     from privstream.partitioning import partition_for
 
-    spec, policy, shards = SketchSpec("mg", 8), TimeEpochs(1000), 2
+    spec, policy, shards = SketchSpec("mg", 8, release_mode=mode), TimeEpochs(1000), 2
     own = [x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 0][:5]
     other = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 1)
     progress, store = ShardProgress(), {}
@@ -308,19 +385,21 @@ def test_a_misrouted_event_stops_every_later_release_fail_closed() -> None:
     first, _ = releaser.release(merged[0])
     refused, entry = releaser.release(merged[1])
     assert first is not None and refused is None
+    assert decode(first)[1]["mechanism"] == ("pmg" if mode == "per-shard" else "gshm")
     assert len(releaser.ledger.entries) == 1  # the refused epoch charged nothing
     assert b"REFUSED epoch 1" in entry and b"misrouted" in entry
     assert isinstance(releaser.ledger, PrivacyLedger)
 
 
-def test_a_misrouted_event_also_refuses_epochs_the_merge_still_holds() -> None:
+@both_modes
+def test_a_misrouted_event_also_refuses_epochs_the_merge_still_holds(mode: str) -> None:
     """Epoch 0 is closed by shard 0 but waits for shard 1 when shard 0 sees a misrouted event: the
     refusal travels at once (``Misrouted.messages``), so epoch 0 is refused when shard 1 completes it."""
     from privstream.operators.shard_logic import Misrouted
 
     from privstream.partitioning import partition_for
 
-    spec, policy, shards = SketchSpec("mg", 8), TimeEpochs(1000), 2
+    spec, policy, shards = SketchSpec("mg", 8, release_mode=mode), TimeEpochs(1000), 2
     own = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 0)
     other = next(x for x in range(200) if partition_for(np.asarray([x]), shards)[0] == 1)
     sketcher = ShardSketcher(0, spec, policy, {}, ShardProgress(), shards)
@@ -367,3 +446,35 @@ def test_sketch_spec_takes_everything_about_its_kind_from_the_kind_registry() ->
         mg.update(mg.new(), UserSetPayload(1, (1, 2), 0))
     with pytest.raises(TypeError, match="cannot update a PAMG sketch with EventPayload"):
         pamg.update(pamg.new(), EventPayload([1], np.zeros(1, dtype=np.int64)))
+
+
+@both_modes
+def test_release_function_exposes_the_pre_noise_sketches_of_its_mode(mode: str) -> None:
+    """TESTS/AUDIT ONLY side output: per shard, one ``SketchSnapshot`` per shard (``shard`` = its
+    index, its own bytes, an empty sketch for a shard that sent none); merged, the one merged sketch
+    (``shard`` = -1). Built without a Flink runtime (``_snapshots`` is plain logic)."""
+    from privstream.connectors.avro_codec import decode
+    from privstream.operators.release_logic import ReleaseConfig
+    from privstream.operators.release_operator import ReleaseFunction
+
+    spec = SketchSpec("mg", 4, release_mode=mode)
+    config = ReleaseConfig(1.0, 1e-6, 2.0, 2e-6, "hh/snapshots", noise_seed=1)
+    function = ReleaseFunction(config, spec, TimeEpochs(1000), expose_sketches=True)
+    one = MisraGries(4)
+    one.update_batch(np.array([1, 1, 2, 9]))
+    merged = EpochMerger(3, spec)
+    assert merged.add(ShardSketch(0, 5, one.to_bytes(), 5)) == []
+    assert merged.add(ShardSketch(1, None, None, FINAL)) == []
+    (epoch,) = merged.add(ShardSketch(2, None, None, FINAL))
+    records = [decode(data) for data in function._snapshots(epoch)]
+    assert {name for name, _ in records} == {"SketchSnapshot"}
+    got = [(r["shard"], r["build"], r["sketch_type"], r["epoch"], r["n"], r["data"]) for _, r in records]
+    if mode == "per-shard":
+        empty = MisraGries(4).to_bytes()
+        assert got == [
+            (0, "ALG1_SEQUENTIAL", "MisraGries", 5, 4, one.to_bytes()),
+            (1, "ALG1_SEQUENTIAL", "MisraGries", 5, 0, empty),
+            (2, "ALG1_SEQUENTIAL", "MisraGries", 5, 0, empty),
+        ]
+    else:
+        assert got == [(-1, "MERGED", "StandardMisraGries", 5, 4, epoch.data)]

@@ -22,7 +22,8 @@ def test_quickstart_prints_released_heavy_hitters_beside_true_counts() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert "[4/4] release of epoch 0" in out and "mechanism=" in out and "mechanism=pmg" not in out
+    # the default per-shard release: PMG on each partition's sketch, summed (parallel composition)
+    assert "[4/4] release of epoch 0" in out and "mechanism=pmg" in out and "parallel composition" in out
     rows = [line.split() for line in out.splitlines() if line.strip() and line.split()[0].isdigit()]
     assert len(rows) >= 5
     # the most frequent Zipf item is released with a count near its true count (noise << count here)

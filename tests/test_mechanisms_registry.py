@@ -45,7 +45,9 @@ from privstream.privacy import (
     Unit,
 )
 from privstream.sketches import (
+    EXACT,
     Build,
+    ExactHistogram,
     MisraGries,
     PrivacyAwareMisraGries,
     StandardMisraGries,
@@ -72,6 +74,10 @@ def build_sketch(kind: str, seed: int, n: int = 2000) -> object:
         mg = MisraGries(K)
         mg.update_batch(events)
         return mg
+    if kind == "exact":
+        exact = ExactHistogram()
+        exact.update_batch(events)
+        return exact
     if kind == "standard":
         std = StandardMisraGries(K)
         for x in events:
@@ -115,6 +121,7 @@ DECLARED = {
     "pure_topk": (False, True, True),
     "chan_topk": (False, True, True),
     "chan_pmg": (False, True, True),
+    "exact_threshold": (True, False, False),
 }
 
 
@@ -124,7 +131,8 @@ def test_registry_holds_every_built_in_mechanism_fully_declared() -> None:
         mech = get(name)
         assert isinstance(mech, Mechanism) and mech.name == name and mech.title
         assert (mech.needs_delta, mech.needs_domain, mech.privacy.pure) == (needs_delta, needs_domain, pure)
-        assert "Lebeda-Tetek" in mech.privacy.theorem or "Chan et al." in mech.privacy.theorem
+        cited = ("Lebeda-Tetek", "Chan et al.", "stability-based sparse histogram")
+        assert any(source in mech.privacy.theorem for source in cited), mech.privacy.theorem
         assert callable(mech.calibrate) and callable(mech.sample) and callable(mech.structure.holds)
     with pytest.raises(ValueError, match="one of"):
         get("nope")
@@ -150,37 +158,43 @@ def test_calibration_sees_public_parameters_only() -> None:
 
 # -------------------------------------------------- builds x mechanisms x δ x domain, by hand
 
-# Columns: pmg, pmg_standard, gshm, laplace_threshold, pure_topk, chan_topk, chan_pmg.
+# Columns: pmg, pmg_standard, gshm, laplace_threshold, pure_topk, chan_topk, chan_pmg, exact_threshold.
 # + = released, . = refused. Written from Lebeda-Tetek: PMG needs Alg. 1's Lemma 2 with k slots
 # (§5.2), pmg_standard and Alg. 3 need Lemma 2's counters (§5.1, Lemma 6.2), GSHM and thresholded
 # Laplace need one-signed changes of 1 on <= k keys (Cor. 7.2, Lemma 8.9, Cor. 8.10), Chan's need
-# l1 <= k; (ε, δ) mechanisms need δ > 0, domain-wide ones a domain; user level needs m.
+# l1 <= k; (ε, δ) mechanisms need δ > 0, domain-wide ones a domain; user level needs m. An exact
+# histogram (build EXACT, k = 1) has no public bound on its stored keys: only exact_threshold
+# (stability-based sparse histogram, sensitivity 1) releases it, and it releases nothing else.
 TABLE = """
-build        delta  domain  pmg pmg_standard gshm laplace_threshold pure_topk chan_topk chan_pmg
-alg1         yes    no      +   +            +    +                 .         .         .
-alg1         yes    yes     +   +            +    +                 +         +         +
-alg1         no     no      .   .            .    .                 .         .         .
-alg1         no     yes     .   .            .    .                 +         +         +
-standard     yes    no      .   +            +    +                 .         .         .
-standard     yes    yes     .   +            +    +                 +         +         +
-standard     no     no      .   .            .    .                 .         .         .
-standard     no     yes     .   .            .    .                 +         +         +
-merged       yes    no      .   .            +    +                 .         .         .
-merged       yes    yes     .   .            +    +                 .         +         +
-merged       no     no      .   .            .    .                 .         .         .
-merged       no     yes     .   .            .    .                 .         +         +
-pamg         yes    no      .   .            +    +                 .         .         .
-pamg         yes    yes     .   .            +    +                 .         +         +
-pamg         no     no      .   .            .    .                 .         .         .
-pamg         no     yes     .   .            .    .                 .         +         +
-pamg_merged  yes    no      .   .            +    +                 .         .         .
-pamg_merged  yes    yes     .   .            +    +                 .         +         +
-pamg_merged  no     no      .   .            .    .                 .         .         .
-pamg_merged  no     yes     .   .            .    .                 .         +         +
-pamg_no_m    yes    no      .   .            .    .                 .         .         .
-pamg_no_m    yes    yes     .   .            .    .                 .         .         .
-pamg_no_m    no     no      .   .            .    .                 .         .         .
-pamg_no_m    no     yes     .   .            .    .                 .         .         .
+build        delta  domain  pmg pmg_standard gshm laplace_threshold pure_topk chan_topk chan_pmg  exact_threshold
+alg1         yes    no      +   +            +    +                 .         .         .         .
+alg1         yes    yes     +   +            +    +                 +         +         +         .
+alg1         no     no      .   .            .    .                 .         .         .         .
+alg1         no     yes     .   .            .    .                 +         +         +         .
+standard     yes    no      .   +            +    +                 .         .         .         .
+standard     yes    yes     .   +            +    +                 +         +         +         .
+standard     no     no      .   .            .    .                 .         .         .         .
+standard     no     yes     .   .            .    .                 +         +         +         .
+merged       yes    no      .   .            +    +                 .         .         .         .
+merged       yes    yes     .   .            +    +                 .         +         +         .
+merged       no     no      .   .            .    .                 .         .         .         .
+merged       no     yes     .   .            .    .                 .         +         +         .
+pamg         yes    no      .   .            +    +                 .         .         .         .
+pamg         yes    yes     .   .            +    +                 .         +         +         .
+pamg         no     no      .   .            .    .                 .         .         .         .
+pamg         no     yes     .   .            .    .                 .         +         +         .
+pamg_merged  yes    no      .   .            +    +                 .         .         .         .
+pamg_merged  yes    yes     .   .            +    +                 .         +         +         .
+pamg_merged  no     no      .   .            .    .                 .         .         .         .
+pamg_merged  no     yes     .   .            .    .                 .         +         +         .
+pamg_no_m    yes    no      .   .            .    .                 .         .         .         .
+pamg_no_m    yes    yes     .   .            .    .                 .         .         .         .
+pamg_no_m    no     no      .   .            .    .                 .         .         .         .
+pamg_no_m    no     yes     .   .            .    .                 .         .         .         .
+exact        yes    no      .   .            .    .                 .         .         .         +
+exact        yes    yes     .   .            .    .                 .         .         .         +
+exact        no     no      .   .            .    .                 .         .         .         .
+exact        no     yes     .   .            .    .                 .         .         .         .
 """
 
 
@@ -195,7 +209,7 @@ def _table() -> list[tuple[str, bool, bool, str, bool]]:
 
 def test_table_covers_every_build_and_mechanism() -> None:
     cells = _table()
-    assert len(cells) == 6 * 2 * 2 * len(MECHANISMS)
+    assert len(cells) == 7 * 2 * 2 * len(MECHANISMS)
     assert {c[3] for c in cells} == set(MECHANISMS)
     kinds = {c[0] for c in cells}
     built = {build_sketch(kind, 1).build for kind in kinds if kind != "pamg_no_m"}
@@ -243,7 +257,7 @@ def test_each_mechanism_refuses_exactly_the_builds_it_should(
 # -------------------------------------------------------------------------------- auto: public only
 
 
-@pytest.mark.parametrize("kind", ["alg1", "standard", "merged", "pamg", "pamg_merged"])
+@pytest.mark.parametrize("kind", ["alg1", "standard", "merged", "pamg", "pamg_merged", "exact"])
 def test_auto_never_depends_on_the_counts(kind: str) -> None:
     """Sketches of one build and k over an empty, a small and a large input (different counts,
     different n) get the same choice, or the same refusal message, for every public request."""
@@ -356,6 +370,12 @@ BUILD_PHRASES = {
         "one of the merged streams",
         "Cor. 8.10",
         "a hash of the user",
+    ),
+    EXACT: (
+        "add/remove one event at any position of one stream",
+        "not public",
+        "Def. 1",
+        "do not depend on batching",
     ),
 }
 

@@ -47,9 +47,10 @@ from privstream.operators.payloads import EventPayload, UserSetPayload, Watermar
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
 from privstream.operators.shard_logic import EpochMerger, MergedEpoch, Misrouted, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.state_records import unpack_shard_sketches
 
 from privstream.accounting import Budget
-from privstream.mechanisms import release
+from privstream.mechanisms import release, release_disjoint
 from privstream.noise import SeededRandomSource
 from privstream.partitioning import partition_for
 from privstream.sketches import (
@@ -334,7 +335,7 @@ def release_all(merged: Mapping[int, MergedEpoch], spec: SketchSpec, policy: Epo
     return out
 
 
-MG = SketchSpec("mg", K)
+MG = SketchSpec("mg", K, release_mode="merged")  #: the merged release path (Cor. 7.2)
 _SHARD0 = keys_in_shard(0, SHARDS, 85)
 #: all in shard 0: four heavy items, the early event, 80 fresh fillers
 HEAVY, EARLY, FILLERS = _SHARD0[:4], _SHARD0[4], _SHARD0[5:85]
@@ -475,7 +476,7 @@ def test_job_pamg_keeps_cor_8_10_when_an_early_user_is_removed(removed: int) -> 
 # ---------------------------------------------------------------- exhaustive job-level pairs
 
 #: k = 1, 2 shards: three items of shard 0 and one of shard 1; 2-event messages
-EX = SketchSpec("mg", 1)
+EX = SketchSpec("mg", 1, release_mode="merged")
 EX_ITEMS = [*keys_in_shard(0, 2, 3), keys_in_shard(1, 2, 1)[0]]
 
 
@@ -575,6 +576,177 @@ def test_audit_passes_on_the_worst_job_pair_and_catches_the_old_batch_path() -> 
     events = threshold_events(stat, runs(gshm, old_a, 34, 1000))
     violations, eps_lower = audit(runs(gshm, old_a, 35, n), runs(gshm, old_b, 36, n), events)
     assert violations and eps_lower > 3
+
+
+# ---------------------------------------------------------------- per-shard release (the MG default)
+
+#: the job's default for MG: every shard's Alg. 1 sketch released with PMG, the releases summed
+PS = SketchSpec("mg", K)
+
+
+def shard_bytes_of(merged: Mapping[int, MergedEpoch]) -> dict[int, list[bytes]]:
+    """Each epoch's per-shard release input: every shard's sketch bytes, in shard order."""
+    return {e: unpack_shard_sketches(m.data) for e, m in merged.items()}
+
+
+def changed_shards(a: Mapping[int, list[bytes]], b: Mapping[int, list[bytes]]) -> set[tuple[int, int]]:
+    """(epoch, shard) whose sketch bytes differ (both inputs must release the same epochs)."""
+    assert sorted(a) == sorted(b)
+    assert all(len(a[e]) == len(b[e]) for e in a)
+    return {(e, s) for e in a for s in range(len(a[e])) if a[e][s] != b[e][s]}
+
+
+def slots_of(data: bytes) -> dict:
+    sketch = MisraGries.from_bytes(data)
+    assert sketch.build is Build.ALG1_SEQUENTIAL  # PMG's Lemma 2 applies to exactly this build
+    return dict(sketch.slots())
+
+
+def test_the_per_shard_spec_is_the_mg_default() -> None:
+    assert PS.per_shard and PS.keys_disjoint and not MG.per_shard and not PAMG.per_shard
+
+
+@pytest.mark.parametrize("message", [1, 2, 5])
+def test_job_per_shard_time_epochs_change_one_shard_by_lemma_2(message: int) -> None:
+    """Per shard: removing the early event (hash-routed to shard 0, shifting every later message
+    boundary of shard 0) changes exactly one shard's sketch of exactly one epoch — shard 0's epoch 0
+    — and that pair is a Lemma 2 pair of sequential Alg. 1 sketches (one counter by 1, or all k by
+    1, |T ∩ T'| >= k-2), what PMG's Thm 8 needs. Every other shard's bytes are identical in every
+    epoch (parallel composition); the sketches do not depend on the message size; the releases are
+    PMG's and state the partition relation and the item-hash shards."""
+    policy = TimeEpochs(EPOCH_MS)
+    big = run_job(JOB_EVENTS, PS, policy, message=message, horizon=JOB_HORIZON)
+    small = run_job(JOB_EVENTS[1:], PS, policy, message=message, horizon=JOB_HORIZON)
+    a, b = shard_bytes_of(big), shard_bytes_of(small)
+    assert sorted(a) == [0, 1, 2, 3, 4] and all(len(v) == SHARDS for v in a.values())
+    assert changed_shards(a, b) == {(0, 0)}
+    lemma2_case(slots_of(a[0][0]), slots_of(b[0][0]), K)
+    assert MisraGries.from_bytes(a[0][0]).n == MisraGries.from_bytes(b[0][0]).n + 1
+    assert a == shard_bytes_of(run_job(JOB_EVENTS, PS, policy, message=1, horizon=JOB_HORIZON))
+    for record in release_all(big, PS, policy):
+        assert record["mechanism"] == "pmg"
+        assert record["neighbour_relation"].startswith("add/remove one event in one of the partitions")
+        assert "hash of the item" in record["neighbour_relation"]
+
+
+@pytest.mark.parametrize("message", [1, 2, 5])
+def test_job_per_shard_count_epochs_replace_changes_one_shard_one_epoch(message: int) -> None:
+    """Count epochs per shard: replacing the early event by a heavy item of the same shard changes
+    only shard 0's epoch 0 (the fixed position shifts nothing), by a remove + add that are each a
+    Lemma 2 pair through the job's own shard-0 sketch of epoch 0 without the event. Replacing it by
+    an item routed to another shard is not covered by the relation: later epochs shift."""
+    size = 100
+    policy = CountEpochs(size)
+    a_epochs = run_job(JOB_EVENTS, PS, policy, message=message)
+    b_epochs = run_job([(HEAVY[0], 0), *JOB_EVENTS[1:]], PS, policy, message=message)
+    mid_epochs = run_job(epoch_records(JOB_EVENTS, 0, size, drop=0), PS, policy, message=message)
+    a, b, mid = shard_bytes_of(a_epochs), shard_bytes_of(b_epochs), shard_bytes_of(mid_epochs)
+    assert sorted(a) == [0, 1, 2, 3, 4] and sorted(mid) == [0]
+    assert changed_shards(a, b) == {(0, 0)}
+    lemma2_case(slots_of(a[0][0]), slots_of(mid[0][0]), K)  # remove the early event
+    lemma2_case(slots_of(b[0][0]), slots_of(mid[0][0]), K)  # add the replacement at its position
+    assert mid[0][1:] == a[0][1:]  # the other shards' epoch 0 is the job's, untouched
+    for record in release_all(a_epochs, PS, policy):
+        assert record["mechanism"] == "pmg"
+        assert record["neighbour_relation"].startswith("replace one event at a fixed position")
+    cross = shard_bytes_of(run_job([(OTHER, 0), *JOB_EVENTS[1:]], PS, policy, message=message))
+    assert any(cross.get(e) != a[e] for e in range(1, 5))  # another shard's item: later epochs shift
+
+
+class _ShardJob:
+    """run_job per shard on 2 shards with 2-event messages (k = 1), memoised like :class:`_Job`."""
+
+    def __init__(self, policy: EpochPolicy) -> None:
+        self.policy = policy
+        self.cache: dict[tuple, dict[int, list[bytes]]] = {}
+
+    def __call__(self, records: Sequence[Record], horizon: int | None = None) -> dict[int, list[bytes]]:
+        length = self.policy.length_ms if isinstance(self.policy, TimeEpochs) else None
+        key = (tuple((x, t // length if length else 0) for x, t in records), horizon)
+        if key not in self.cache:
+            merged = run_job(records, PS_EX, self.policy, shards=2, message=2, horizon=horizon)
+            self.cache[key] = shard_bytes_of(merged)
+        return self.cache[key]
+
+
+PS_EX = SketchSpec("mg", 1)
+
+
+def test_exhaustive_job_per_shard_time_epochs_every_deletion() -> None:
+    """Every stream of length <= 5 over EX_ITEMS (three items of shard 0, one of shard 1), time
+    epochs of 30 ms, every deletion, per shard: at most the deleted event's own (epoch, shard)
+    sketch changes, and that pair is a Lemma 2 pair; every other shard sketch is byte-identical."""
+    job = _ShardJob(TimeEpochs(30))
+    shard_of = dict(zip(EX_ITEMS, partition_for(np.asarray(EX_ITEMS), 2).tolist(), strict=True))
+    pairs = changed = 0
+    for stream in _streams(EX_ITEMS, 5):
+        records = [(x, 10 * i) for i, x in enumerate(stream)]
+        horizon = (10 * (len(records) - 1) // 30 + 1) * 30
+        a = job(records, horizon)
+        for i in range(len(records)):
+            b = job(records[:i] + records[i + 1 :], horizon)
+            diff = changed_shards(a, b)
+            own = (10 * i // 30, shard_of[stream[i]])
+            assert diff <= {own}, (stream, i, diff)
+            if diff:
+                lemma2_case(slots_of(a[own[0]][own[1]]), slots_of(b[own[0]][own[1]]), 1)
+            pairs, changed = pairs + 1, changed + bool(diff)
+    assert pairs == sum(n * 4**n for n in range(1, 6)) and changed > pairs // 2
+
+
+def test_exhaustive_job_per_shard_count_epochs_every_replacement() -> None:
+    """Every stream of length <= 5 over EX_ITEMS, count epochs of 3 events per shard, every shard-0
+    event replaced by each other shard-0 item: only shard 0's sketch of its epoch changes, by a
+    remove + add that are each a Lemma 2 pair (through the job's sketch without the event)."""
+    size = 3
+    job = _ShardJob(CountEpochs(size))
+    shard0 = set(EX_ITEMS[:3])
+    pairs = 0
+    for stream in _streams(EX_ITEMS, 5):
+        records = [(x, 0) for x in stream]
+        a = job(records)
+        for i, x in enumerate(stream):
+            if x not in shard0:
+                continue
+            epoch = sum(1 for y in stream[:i] if y in shard0) // size
+            mid_epochs = job(epoch_records(records, epoch, size, drop=i, shards=2))
+            mid = mid_epochs[0][0] if mid_epochs else PS_EX.new().to_bytes()
+            for y in shard0 - {x}:
+                b = job([*records[:i], (y, 0), *records[i + 1 :]])
+                assert changed_shards(a, b) <= {(epoch, 0)}, (stream, i, y)
+                lemma2_case(slots_of(a[epoch][0]), slots_of(mid), 1)
+                lemma2_case(slots_of(b[epoch][0]), slots_of(mid), 1)
+                pairs += 1
+    assert pairs > 0
+
+
+def pmg_disjoint(shards: list[MisraGries], rng: SeededRandomSource):
+    return release_disjoint(shards, BUDGET, mechanism="pmg", rng=rng).items
+
+
+def test_audit_passes_on_the_worst_per_shard_job_pair() -> None:
+    """The worst per-shard pair of the job (removing the early event of blocks(3, 2), one 10 s epoch,
+    2-event messages): one shard's Alg. 1 sketch changes by Lemma 2, the others are identical. The
+    per-shard release (PMG on each shard at β/P, summed) passes the audit (false-failure rate
+    <= 1e-3 per audit, deterministic with these seeds), and the keys that differ are released."""
+    policy = TimeEpochs(10 * EPOCH_MS)
+    records = [(x, 10 * i) for i, x in enumerate(blocks(3, 2))]
+    big = PS.load_release_input(run_job(records, PS, policy)[0].data)
+    small = PS.load_release_input(run_job(records[1:], PS, policy, horizon=10 * EPOCH_MS)[0].data)
+    assert [a.to_bytes() == b.to_bytes() for a, b in zip(big, small, strict=True)] == [False, True, True]
+    case = lemma2_case(dict(big[0].slots()), dict(small[0].slots()), K)
+    assert release_all(run_job(records, PS, policy), PS, policy)[0]["mechanism"] == "pmg"
+    n = 2000
+    keys = sorted({x for sk in big + small for x in sk.counters()})
+    stat = total_value(keys)
+    events = threshold_events(stat, runs(pmg_disjoint, big, 37, 600))
+    differing = set(big[0].counters()) ^ set(small[0].counters())
+    events.append(lambda o: any(x in differing for x, _ in o))
+    outs_a = runs(pmg_disjoint, big, 38, n)
+    violations, eps_lower = audit(outs_a, runs(pmg_disjoint, small, 39, n), events)
+    assert not violations, (case, violations)
+    assert eps_lower <= BUDGET.epsilon
+    assert sum(1 for o in outs_a if {x for x, _ in o} & set(HEAVY)) > n // 2
 
 
 # ---------------------------------------------------------------- routing

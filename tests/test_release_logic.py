@@ -1,7 +1,12 @@
-"""The job's release step without Flink: replay-stable keyed noise and the count-epoch guarantee."""
+"""The job's release step without Flink: replay-stable keyed noise and the count-epoch guarantee,
+for both release modes: merged (the shards' fixed-order merge, GSHM / thresholded Laplace) and per
+shard (every shard's Alg. 1 sketch released with the same calibration by ``release_disjoint``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.operators.epochs import CountEpochs, TimeEpochs
@@ -9,11 +14,15 @@ from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, noi
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
-from privstream.noise.rng import KeyedRandomSource, new_noise_key
+from privstream.accounting import Budget
+from privstream.mechanisms import release_disjoint
+from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, new_noise_key
+from privstream.partitioning import partition_for
 from privstream.sketches import MisraGries, merge_in_order
 
 CONFIG = ReleaseConfig(epsilon=1.0, delta=1e-6, total_epsilon=2.0, total_delta=2e-6, ledger_id="hh/test")
-SPEC = SketchSpec("mg", 16)
+SPEC = SketchSpec("mg", 16, release_mode="merged")  #: the merged path (the fixture below is merged)
+PER_SHARD = SketchSpec("mg", 16)  #: the MG default
 
 
 def _merged(epoch: int) -> MergedEpoch:
@@ -128,3 +137,120 @@ def test_avro_release_carries_the_whole_error_bound_and_old_messages_still_decod
     old = {**record, "error_bound": 12.5}
     assert decode(v1.encode("Release", old)) == ("Release", old)
     assert noise_error(decode(v1.encode("Release", old))[1]["error_bound"]) == 12.5
+
+
+# ---------------------------------------------------------------------------- per-shard release
+
+SHARDS = 3
+
+
+def _hash_shards(seed: int, n: int = 6000, empty: int | None = 2) -> list[MisraGries]:
+    """A zipf stream routed by the job's partitioner (a hash of the item) into SHARDS Alg. 1
+    sketches, batch by batch; shard ``empty`` gets no events (its sketch is empty)."""
+    rng = np.random.default_rng(seed)
+    items = (rng.zipf(1.3, n) % 400).astype(np.int64)
+    parts = partition_for(items, SHARDS)
+    shards = []
+    for s in range(SHARDS):
+        mine = items[parts == s] if s != empty else items[:0]
+        sketch = MisraGries(16)
+        for start in range(0, len(mine), 97):
+            sketch.update_batch(mine[start : start + 97])
+        shards.append(sketch)
+    return shards
+
+
+def _per_shard_epoch(epoch: int, shards: list[MisraGries], *, drop_empty: bool = True) -> MergedEpoch:
+    """What the EpochMerger emits per shard: every shard's bytes (a shard that sent nothing is
+    filled with an empty sketch by ``combine``)."""
+    sent = {s: sk.to_bytes() for s, sk in enumerate(shards) if not (drop_empty and sk.n == 0)}
+    return MergedEpoch(epoch, PER_SHARD.combine(sent, SHARDS), SHARDS)
+
+
+@pytest.mark.parametrize("policy", [TimeEpochs(1000), CountEpochs(5000)], ids=["time", "count"])
+def test_per_shard_release_equals_core_release_disjoint(policy) -> None:  # noqa: ANN001
+    """The job's per-shard release is core ``release_disjoint`` of the core shard sketches (the
+    empty shard included) with the same seeded noise, the public per-shard n_bound of count epochs
+    (the epoch size; none for time epochs) and the policy's group size: same items, mechanism (PMG:
+    each shard's sketch is a sequential Alg. 1 sketch), error bound and budget, charged once."""
+    shards = _hash_shards(5)
+    assert [s.n == 0 for s in shards] == [False, False, True]
+    config = replace(CONFIG, noise_seed=11)
+    releaser = EpochReleaser(config, PER_SHARD, policy)
+    data, _ = releaser.release(_per_shard_epoch(4, shards))
+    assert data is not None
+    record = decode(data)[1]
+    n_bound = None if isinstance(policy, TimeEpochs) else policy.size
+    assert policy.shard_events_bound == n_bound
+    core = release_disjoint(
+        shards,
+        Budget(config.epsilon, config.delta),
+        keys_disjoint=True,
+        rng=SeededRandomSource(f"privstream-test-noise:{config.noise_seed}:4"),
+        epoch=4,
+        group_size=policy.group_size,
+        n_bound=n_bound,
+    )
+    assert record["mechanism"] == core.mechanism == "pmg"
+    assert [(i["item"], i["count"]) for i in record["items"]] == list(core.items)
+    assert len(core.items) >= 3  # heavy items of both non-empty shards are released
+    assert record["error_bound"] == core.error_bound.to_dict()
+    assert (record["epsilon"], record["delta"]) == (config.epsilon, config.delta)
+    assert "of the item's partition" in record["error_bound"]["sketch_term"]
+    assert "released on its own and the releases summed" in record["neighbour_relation"]
+    assert "parallel composition over partitions" in record["neighbour_relation"]
+    charges = [(e.budget, e.epoch, e.mechanism) for e in releaser.ledger.entries]
+    assert charges == [(Budget(1.0, 1e-6), 4, "pmg")]  # once for the epoch, not once per shard
+    # the merged path releases the same epoch with GSHM / thresholded Laplace (PMG is refused there)
+    merged_data = SPEC.combine({s: sk.to_bytes() for s, sk in enumerate(shards)}, SHARDS)
+    merged, _ = EpochReleaser(config, SPEC, policy).release(MergedEpoch(4, merged_data, SHARDS))
+    assert merged is not None and decode(merged)[1]["mechanism"] in ("gshm", "laplace_threshold")
+
+
+def test_per_shard_input_with_or_without_the_empty_shards_bytes_is_the_same() -> None:
+    """A shard that sent no sketch and a shard that sent an empty one give identical release input
+    (so identical keyed noise and release)."""
+    shards = _hash_shards(6)
+    assert _per_shard_epoch(0, shards).data == _per_shard_epoch(0, shards, drop_empty=False).data
+    key = new_noise_key()
+    a, _ = EpochReleaser(CONFIG, PER_SHARD, TimeEpochs(1000), noise_key=key).release(
+        _per_shard_epoch(0, shards)
+    )
+    b, _ = EpochReleaser(CONFIG, PER_SHARD, TimeEpochs(1000), noise_key=key).release(
+        _per_shard_epoch(0, shards, drop_empty=False)
+    )
+    assert a is not None and b is not None
+    assert decode(a)[1]["items"] == decode(b)[1]["items"]  # (release_time may differ)
+
+
+def test_per_shard_refusals_fail_closed_and_charge_nothing() -> None:
+    """A refused epoch (misrouted input) publishes nothing and charges nothing in per-shard mode
+    too; an epoch beyond the ledger total is refused whole (one charge per epoch, never per shard)."""
+    shards = _hash_shards(7, empty=None)
+    tight = ReleaseConfig(1.0, 1e-6, 1.5, 1.5e-6, "hh/tight", noise_seed=1)
+    releaser = EpochReleaser(tight, PER_SHARD, CountEpochs(100))
+    refused = MergedEpoch(0, _per_shard_epoch(0, shards).data, SHARDS, "partition 1: misrouted")
+    data, entry = releaser.release(refused)
+    assert data is None and b"REFUSED epoch 0" in entry and releaser.ledger.entries == ()
+    first, _ = releaser.release(_per_shard_epoch(1, shards))
+    assert first is not None and len(releaser.ledger.entries) == 1  # three shards, one charge
+    assert releaser.ledger.spent().epsilon == pytest.approx(1.0)
+    # the event-level ledger composes epochs in parallel: releasing the *same* epoch again would
+    # spend 2 > 1.5 and is refused before any noise is drawn
+    again, entry = releaser.release(_per_shard_epoch(1, shards))
+    assert again is None and b"REFUSED epoch 1" in entry and len(releaser.ledger.entries) == 1
+
+
+def test_per_shard_keyed_noise_replays_identically() -> None:
+    shards = _hash_shards(8)
+    key = new_noise_key()
+    first, replay = (
+        EpochReleaser(CONFIG, PER_SHARD, TimeEpochs(1000), noise_key=key).release(
+            _per_shard_epoch(2, shards)
+        )[0]
+        for _ in range(2)
+    )
+    assert first is not None and replay is not None
+    assert decode(first)[1]["items"] == decode(replay)[1]["items"]
+    other = EpochReleaser(CONFIG, PER_SHARD, TimeEpochs(1000), noise_key=new_noise_key())
+    assert decode(other.release(_per_shard_epoch(2, shards))[0])[1]["items"] != decode(first)[1]["items"]

@@ -26,8 +26,10 @@ import pytest
 
 import privstream.sketches as sketches_pkg
 from privstream.sketches import (
+    EXACT,
     Build,
     CountMinSketch,
+    ExactHistogram,
     Item,
     KeyedSketch,
     MisraGries,
@@ -74,10 +76,18 @@ CASES: dict[type[Sketch], tuple[Callable[[], Sketch], Callable[[np.random.Genera
     StandardMisraGries: (lambda: StandardMisraGries(5), _items),
     PrivacyAwareMisraGries: (lambda: PrivacyAwareMisraGries(6, 3), _users),
     CountMinSketch: (lambda: CountMinSketch(16, 3, 7), _items),
+    ExactHistogram: (ExactHistogram, _items),
 }
 
 #: the wire format's type codes: never change one
-CODES = {MisraGries: 1, StandardMisraGries: 2, PrivacyAwareMisraGries: 3, ReducedSketch: 4, CountMinSketch: 5}
+CODES = {
+    MisraGries: 1,
+    StandardMisraGries: 2,
+    PrivacyAwareMisraGries: 3,
+    ReducedSketch: 4,
+    CountMinSketch: 5,
+    ExactHistogram: 6,
+}
 
 #: merges fold into these (the merged builds of Cor. 7.2 / Cor. 8.10)
 MERGED = {
@@ -85,6 +95,7 @@ MERGED = {
     StandardMisraGries: (StandardMisraGries, Build.MERGED),
     PrivacyAwareMisraGries: (PrivacyAwareMisraGries, Build.PAMG_MERGED),
     CountMinSketch: (CountMinSketch, None),
+    ExactHistogram: (ExactHistogram, EXACT),
 }
 
 classes = pytest.mark.parametrize("cls", list(CASES), ids=lambda c: c.__name__)
@@ -245,8 +256,10 @@ def _check_against_reference(
     """What merge_in_order must give, by an independent reference; a new sketch adds its own here."""
     if issubclass(cls, counter_sketch.CounterSketch):  # MG types and PAMG: Lemma 7.1's merge
         assert isinstance(merged, KeyedSketch) and merged.counters() == _agarwal_fold(parts, merged.k)
-    elif cls is CountMinSketch:  # linear: merging = sketching the concatenation
+    elif cls in (CountMinSketch, ExactHistogram):  # linear: merging = sketching the concatenation
         assert merged.to_bytes() == built(cls, [x for s in streams for x in s]).to_bytes()
+        if cls is ExactHistogram:  # and the exact counts are the per-key sums
+            assert merged.counters() == dict(Counter(x for s in streams for x in s))  # type: ignore[attr-defined]
     else:
         pytest.fail(f"add a reference merge for {cls.__name__} to _check_against_reference")
 

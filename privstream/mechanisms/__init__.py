@@ -29,7 +29,13 @@ from privstream.mechanisms.registry import (
     names,
     register,
 )
-from privstream.mechanisms.release import MECHANISMS, applicable_mechanisms, release, release_partitions
+from privstream.mechanisms.release import (
+    MECHANISMS,
+    applicable_mechanisms,
+    release,
+    release_disjoint,
+    release_partitions,
+)
 from privstream.mechanisms.release_types import ErrorBound, MechanismNotApplicable, Release
 
 __all__ = [
@@ -60,6 +66,7 @@ __all__ = [
     "pmg_threshold",
     "register",
     "release",
+    "release_disjoint",
     "release_partitions",
     "smallest_tau_continuous",
     "smallest_tau_discrete",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from privstream.mechanisms.chan_pmg import MECHANISM as CHAN_PMG
 from privstream.mechanisms.chan_topk import MECHANISM as CHAN_TOPK
+from privstream.mechanisms.exact_threshold import MECHANISM as EXACT_THRESHOLD
 from privstream.mechanisms.gshm import MECHANISM as GSHM
 from privstream.mechanisms.laplace_threshold import MECHANISM as LAPLACE_THRESHOLD
 from privstream.mechanisms.pmg import MECHANISM as PMG
@@ -14,5 +15,6 @@ from privstream.mechanisms.pure_topk import MECHANISM as PURE_TOPK
 from privstream.mechanisms.registry import Mechanism, register
 
 BUILTIN: tuple[Mechanism, ...] = tuple(
-    register(m) for m in (PMG, PMG_STANDARD, GSHM, LAPLACE_THRESHOLD, PURE_TOPK, CHAN_TOPK, CHAN_PMG)
+    register(m)
+    for m in (PMG, PMG_STANDARD, GSHM, LAPLACE_THRESHOLD, PURE_TOPK, CHAN_TOPK, CHAN_PMG, EXACT_THRESHOLD)
 )

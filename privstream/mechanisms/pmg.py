@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from privstream.mechanisms.common import (
     add_laplace,
@@ -34,6 +35,7 @@ from privstream.mechanisms.common import (
     laplace_scale,
     threshold_and_sort,
 )
+from privstream.mechanisms.order_statistics import TopNoiseLevels
 from privstream.mechanisms.registry import (
     Calibration,
     Mechanism,
@@ -77,14 +79,59 @@ def pmg_threshold(epsilon: float, delta: float) -> int:
     return 1 + 2 * pmg_half_threshold(epsilon, delta)
 
 
+#: Zero-count slots up to this many are noised one by one; above it only the few whose noise can
+#: reach the threshold are generated (:func:`_zero_slots_over`).
+NAIVE_ZERO_SLOTS = 2048
+
+
 def pmg_release(
     slots: Sequence[tuple[Key, int]], epsilon: float, threshold: int, rng: RandomSource
 ) -> tuple[tuple[Key, int], ...]:
-    """Alg. 2 core: shared η + per-slot Z on every slot, inclusive threshold, dummies dropped."""
+    """Alg. 2 core: shared η + per-slot Z on every slot, inclusive threshold, dummies dropped.
+
+    The slots with count 0 (zero-count keys and dummies, most of a large sketch) all have value
+    η + Z_x, and one is released only if Z_x >= T − η. Their noises are i.i.d. and independent of η
+    and of the other slots, so — given η — the released zero slots have exactly the law of the top
+    order statistics of N i.i.d. discrete Laplace values that are >= T − η, on a uniformly random
+    subset of the N zero slots (exchangeability). :func:`_zero_slots_over` samples exactly that
+    (the exact order-statistics sampler of :mod:`privstream.mechanisms.order_statistics`, as for the
+    domain-wide top-k), so the output law is that of noising every slot, at a cost in the number of
+    positive slots. With few zero slots, or T − η <= 0 (a case split on the already drawn η), every
+    slot is noised one by one."""
     scale = laplace_scale(1, epsilon)
     eta = _discrete_laplace(scale.numerator, scale.denominator, rng)
-    noisy = add_laplace(((x, c + eta) for x, c in slots), scale, rng)
+    zeros = [x for x, c in slots if c == 0]
+    level = threshold - eta
+    if len(zeros) <= NAIVE_ZERO_SLOTS or level <= 0:
+        return threshold_and_sort(add_laplace(((x, c + eta) for x, c in slots), scale, rng), threshold)
+    noisy = add_laplace(((x, c + eta) for x, c in slots if c != 0), scale, rng)
+    noisy += [(x, eta + z) for x, z in _zero_slots_over(zeros, level, scale, rng)]
     return threshold_and_sort(noisy, threshold)
+
+
+def _zero_slots_over(
+    zeros: Sequence[Key], level: int, scale: Fraction, rng: RandomSource
+) -> list[tuple[Key, int]]:
+    """The zero slots whose noise Z_x >= ``level`` (> 0), with their Z_x: the noise values >= level
+    among len(zeros) i.i.d. discrete Laplace(scale) in decreasing order (exact order statistics),
+    each on a distinct uniformly random zero slot (rejection sampling with ``rng.randbelow``)."""
+    generator = TopNoiseLevels(len(zeros), scale, rng)
+    values = []
+    while generator.generated < len(zeros):
+        z = generator.next()
+        if z < level:
+            break
+        values.append(z)
+    taken: set[int] = set()
+    out = []
+    for z in values:
+        while True:
+            pos = rng.randbelow(len(zeros))
+            if pos not in taken:
+                break
+        taken.add(pos)
+        out.append((zeros[pos], z))
+    return out
 
 
 def pmg_error_bound(epsilon: float, threshold: int, k: int, beta: float, sketch_term: str) -> ErrorBound:

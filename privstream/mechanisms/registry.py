@@ -210,11 +210,19 @@ SEQUENTIAL_MG = Structure(
     lambda g: g.sequential_mg,
     "a sequentially built MG sketch (the Lemma 2 counter structure: all counters differ by 1 or one does)",
 )
+_EXACT_HINT = " (an exact histogram has no public bound on its stored keys: use exact_threshold)"
 ONE_SIGNED_K = Structure(
-    lambda g: g.one_signed and g.per_counter_change == 1,
-    "neighbouring counters that differ by exactly 1 on at most k keys, all with one sign",
+    lambda g: g.one_signed and g.per_counter_change == 1 and not g.exact,
+    "a k-counter sketch whose neighbouring counters differ by exactly 1 on at most k keys, all with one sign",
+    _EXACT_HINT,
 )
 L1_K = Structure(
-    lambda g: g.per_counter_change == 1,
-    "an l1 sensitivity of at most k (each of at most k counters changes by at most 1)",
+    lambda g: g.per_counter_change == 1 and not g.exact,
+    "a k-counter sketch with an l1 sensitivity of at most k (each of at most k counters changes by at most 1)",
+    _EXACT_HINT,
+)
+EXACT_COUNTS = Structure(
+    lambda g: g.exact,
+    "exact counts (one count changes by exactly 1 between neighbours)",
+    " (Misra-Gries sketches: use pmg, gshm or laplace_threshold)",
 )

@@ -50,8 +50,8 @@ The ledger must fit the release's accounting (checked before charging, ValueErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from privstream.accounting import Budget, PrivacyLedger
 from privstream.mechanisms.builtin import BUILTIN
@@ -65,10 +65,10 @@ from privstream.mechanisms.registry import (
     mechanisms,
     one_step_budget,
 )
-from privstream.mechanisms.release_types import MechanismNotApplicable, Release
+from privstream.mechanisms.release_types import ErrorBound, MechanismNotApplicable, Release
 from privstream.noise.rng import RandomSource, resolve
 from privstream.privacy import NeighbourRelation, Scope, Unit
-from privstream.sketches import Build, reduce_sensitivity, sum_reduced
+from privstream.sketches import Build, Key, item_order_key, reduce_sensitivity, sum_reduced
 from privstream.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -223,13 +223,19 @@ def _charge_and_sample(
     epoch: int | None,
     ledger: PrivacyLedger | None,
     label: str,
+    parts: int = 1,
 ) -> Release:
-    """Charge the ledger (every refusal happened before this), then draw the noise."""
+    """Charge the ledger once (every refusal happened before this), then draw the noise: for
+    ``parts`` > 1, ``prepared`` holds one prepared sketch per partition, each released by the
+    mechanism with the same calibration, in partition order, and the values are summed per key."""
     charged = mech.privacy.charged(budget)
     source = resolve(rng)
     if ledger is not None:
         ledger.charge(charged, mechanism=mech.name, epoch=epoch, label=label)
-    items = mech.sample(prepared, request, calibration, source)
+    if parts == 1:
+        items = mech.sample(prepared, request, calibration, source)
+    else:
+        items = _sum_items(mech.sample(part, request, calibration, source) for part in prepared)  # type: ignore[attr-defined]
     parameters = calibration.parameters
     if relation.group_size > 1:
         parameters = (*parameters, ("group_size", relation.group_size))
@@ -244,6 +250,34 @@ def _charge_and_sample(
         epoch=epoch,
         parameters=parameters,
     )
+
+
+def _plan(
+    facts: _Sketch,
+    budget: Budget,
+    mechanism: str,
+    beta: float,
+    declared: DeclaredDomain | None,
+    ledger: PrivacyLedger | None,
+    epoch: int | None,
+    group_size: int,
+    n_bound: int | None,
+) -> tuple[Mechanism, Calibration, Request, int]:
+    """The public part of a release, before anything is charged or drawn: check the ledger, group
+    size and n_bound, select and calibrate the mechanism for the one-step budget (group privacy,
+    Lemma 8.1) at confidence ``beta``, and check that its privacy map gives what is stated.
+    Returns (mechanism, calibration, request, group size)."""
+    _check_ledger(ledger, facts.build, epoch)
+    g = _check_group_size(group_size)
+    _check_n_bound(n_bound)
+    if mechanism != "auto":
+        get(mechanism)  # unknown names: ValueError before anything else
+    term = facts.build.guarantees.sketch_term
+    request = Request(facts.k, one_step_budget(budget, g), beta, declared, term)
+    chosen, calibration = _select(mechanism, facts.build, request, n_bound)
+    if not chosen.privacy.covers(request.budget, g, budget):  # the declared map must give what is stated
+        raise AssertionError(f"{chosen.name}: privacy map at {g} steps exceeds the stated {budget}")
+    return chosen, calibration, request, g
 
 
 def release(
@@ -280,18 +314,11 @@ def release(
     """
     declared = _check_request(budget, beta, rng, epoch, domain)
     facts = _sketch_facts(sketch)
-    _check_ledger(ledger, facts.build, epoch)
-    g = _check_group_size(group_size)
-    _check_n_bound(n_bound)
-    if mechanism != "auto":
-        get(mechanism)  # unknown names: ValueError before anything else
-    guarantees = facts.build.guarantees
-    request = Request(facts.k, one_step_budget(budget, g), float(beta), declared, guarantees.sketch_term)
-    chosen, calibration = _select(mechanism, facts.build, request, n_bound)
-    if not chosen.privacy.covers(request.budget, g, budget):  # the declared map must give what is stated
-        raise AssertionError(f"{chosen.name}: privacy map at {g} steps exceeds the stated {budget}")
+    chosen, calibration, request, g = _plan(
+        facts, budget, mechanism, float(beta), declared, ledger, epoch, group_size, n_bound
+    )
     prepared = chosen.prepare(sketch)  # data-independent success (Alg. 3 for pure_topk), before the charge
-    relation = guarantees.relation.with_group_size(g)
+    relation = facts.build.guarantees.relation.with_group_size(g)
     return _charge_and_sample(
         chosen, calibration, prepared, request, relation, budget, rng, epoch, ledger, label
     )
@@ -337,4 +364,103 @@ def release_partitions(
     reduced = sum_reduced([reduce_sensitivity(s) for s in sketches])  # type: ignore[arg-type]
     return _charge_and_sample(
         mech, calibration, reduced, request, _PARTITIONS_RELATION, budget, rng, epoch, ledger, label
+    )
+
+
+def _sum_items(releases: Iterable[Sequence[tuple[Key, int]]]) -> tuple[tuple[Key, int], ...]:
+    """The key-wise sum of several releases, sorted by the universe's order (post-processing)."""
+    total: dict[Key, int] = {}
+    for items in releases:
+        for x, v in items:
+            total[x] = total.get(x, 0) + v
+    return tuple(sorted(total.items(), key=lambda p: item_order_key(p[0])))
+
+
+def _disjoint_bound(bound: ErrorBound, parts: int, keys_disjoint: bool) -> ErrorBound:
+    """The error bound of the summed release: each partition's calibration holds with β/parts, so all
+    hold at once with β (union bound). With ``keys_disjoint`` an item's value comes from its one
+    partition; otherwise up to ``parts`` partitions add their error to it."""
+    factor = 1 if keys_disjoint else parts
+    where = "its one partition (keys disjoint)" if keys_disjoint else f"up to {parts} partitions (summed)"
+    return replace(
+        bound,
+        below=bound.below * factor,
+        above=bound.above * factor,
+        beta=bound.beta * parts,
+        sketch_term=(
+            f"{bound.sketch_term} of the item's partition"
+            if keys_disjoint
+            else f"the sum over partitions of {bound.sketch_term}"
+        ),
+        derivation=f"per partition at beta/{parts}: {bound.derivation}; an item's value comes from {where}",
+    )
+
+
+def release_disjoint(
+    sketches: Sequence[object],
+    budget: Budget,
+    *,
+    mechanism: str = "auto",
+    keys_disjoint: bool = True,
+    rng: RandomSource | None = None,
+    epoch: int | None = None,
+    domain: Domain | None = None,
+    beta: float = 0.05,
+    ledger: PrivacyLedger | None = None,
+    label: str = "",
+    group_size: int = 1,
+    n_bound: int | None = None,
+) -> Release:
+    """Release each partition's sketch with ``mechanism`` under the whole ``budget`` and sum the
+    releases key-wise: parallel composition over disjoint partitions of the input (McSherry 2009,
+    Thm 4; the untrusted-aggregator route of Lebeda–Tětek §7, with PMG as the per-sketch release).
+
+    Why one charge of ``budget`` suffices: neighbours differ in one unit, which lies in exactly one
+    partition *if units were assigned to partitions by a rule that does not depend on other units*
+    (a hash of the item or user, time slices closed by punctuation — never by position). Then every
+    other partition's sketch, and so its release, has the same law on both inputs, and the changed
+    partition's release is (ε, δ)-DP by the mechanism's own theorem (for PMG: its sketch is a
+    sequential Alg. 1 sketch of that partition's stream, Lemma 2 / Thm 8). The sum is
+    post-processing. The stated relation is "one unit in one of the partitions" (``Scope.PARTITIONS``).
+
+    Every sketch must have the same build and k (public); the mechanism (or ``auto``'s choice,
+    which depends on public parameters only) is calibrated once at β/len(sketches), so that the
+    stated bound holds for every partition at once with probability >= 1 − β. ``keys_disjoint``
+    (public: the partition rule hashes the item) means an item occurs in one partition only, so its
+    error is one partition's; otherwise — and always for the domain-wide mechanisms, which noise
+    every domain item in every partition — the bound is the sum of the partitions' bounds.
+    ``n_bound``: a public bound on each partition's stream length, for ``auto``. The ledger is
+    charged once, before any noise is drawn; other parameters as for :func:`release`."""
+    declared = _check_request(budget, beta, rng, epoch, domain)
+    if isinstance(sketches, str | bytes) or not isinstance(sketches, Sequence) or not sketches:
+        raise ValueError("sketches: a non-empty sequence of partition sketches")
+    if not isinstance(keys_disjoint, bool):
+        raise TypeError(f"keys_disjoint must be a bool, not {type(keys_disjoint).__name__}")
+    parts = [_sketch_facts(s) for s in sketches]
+    builds, ks = {p.build for p in parts}, {p.k for p in parts}
+    if len(builds) != 1 or len(ks) != 1:
+        raise ValueError(
+            "sketches: every partition sketch must have the same build and k, got "
+            f"{sorted(b.name for b in builds)} and k in {sorted(ks)}"
+        )
+    chosen, calibration, request, g = _plan(
+        parts[0], budget, mechanism, float(beta) / len(parts), declared, ledger, epoch, group_size, n_bound
+    )
+    guarantees = parts[0].build.guarantees
+    prepared = [chosen.prepare(s) for s in sketches]  # before the charge, as in release()
+    calibration = replace(
+        calibration,
+        # a domain-wide mechanism noises every domain item in every partition: P noisy values per item
+        error_bound=_disjoint_bound(
+            calibration.error_bound, len(parts), keys_disjoint and not chosen.needs_domain
+        ),
+        parameters=(*calibration.parameters, ("partitions", len(parts))),
+    )
+    relation = replace(
+        guarantees.relation,
+        scope=Scope.PARTITIONS,
+        references=(*guarantees.relation.references, "parallel composition over partitions (McSherry 2009)"),
+    ).with_group_size(g)
+    return _charge_and_sample(
+        chosen, calibration, prepared, request, relation, budget, rng, epoch, ledger, label, parts=len(parts)
     )

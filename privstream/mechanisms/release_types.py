@@ -21,7 +21,9 @@ class ErrorBound:
 
         f(x) − ``below`` − S  <=  f̂(x)  <=  f(x) + ``above``,     S = ``sketch_term``
 
-    where f̂(x) is the released value (0 if x is not released). ``below`` and ``above`` (noise and
+    where f̂(x) is the released value (0 if x is not released). (One exception, said in its
+    ``derivation``: ``exact_threshold`` without a declared domain has no public bound on the number
+    of items, so its bound holds for each item separately with probability >= 1 − ``beta``.) ``below`` and ``above`` (noise and
     threshold) depend only on public parameters. The data-dependent sketch term S (e.g. n/(k+1),
     Fact 1 / Lemma 8.11) stays symbolic because the stream length is not public.
 

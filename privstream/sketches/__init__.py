@@ -9,7 +9,8 @@ their keys): ``update`` one stream element, ``update_batch`` (exactly item by it
 * :class:`StandardMisraGries` — textbook MG; merges of MG sketches (Agarwal et al.) fold into it;
 * :class:`PrivacyAwareMisraGries` — Alg. 4 (user level; the stream element is one user's set);
 * :func:`reduce_sensitivity` — Alg. 3 (exact rationals over k+1); :func:`sum_reduced`;
-* :class:`CountMinSketch` — seeded stable hashing, vectorised batches.
+* :class:`CountMinSketch` — seeded stable hashing, vectorised batches;
+* :class:`ExactHistogram` — exact counts (the reference; sensitivity 1, build ``EXACT``).
 
 Each MG-type sketch records its :class:`Build` (``build.guarantees`` = neighbour structure, used by
 the release layer); every sketch has ``to_bytes``/``from_bytes`` in one versioned binary format
@@ -26,6 +27,7 @@ from privstream.sketches.binary_format import (
 )
 from privstream.sketches.build import Build, BuildGuarantees, register_build
 from privstream.sketches.count_min import CountMinSketch
+from privstream.sketches.exact import EXACT, ExactHistogram
 from privstream.sketches.histogram import Counts, exact_histogram
 from privstream.sketches.merge import merge_in_order
 from privstream.sketches.misra_gries import MisraGries, StandardMisraGries
@@ -40,6 +42,8 @@ __all__ = [
     "CountMinSketch",
     "Counts",
     "Dummy",
+    "EXACT",
+    "ExactHistogram",
     "Item",
     "Key",
     "KeyedSketch",

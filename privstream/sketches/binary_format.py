@@ -20,6 +20,11 @@ Counter payload (MG, standard MG, PAMG, reduced sketch), keys in the universe's 
            then b int64 counts                                # str items
     u32 c, then c u32 dummy indices, then c int64 counts     # Dummy keys (Alg. 1 slots only)
 
+The dict path (:func:`encode_counters` / :func:`decode_counters`) and the array path
+(:func:`encode_counter_parts` / :func:`decode_counter_parts`, used by sketches whose counters live
+in numpy arrays) write and accept exactly the same bytes: each part is sorted on encoding, and
+decoding accepts any order within a part but rejects duplicate keys.
+
 Count-Min payload: depth*width int64 counters, row-major.
 
 :func:`decode` rejects wrong magic, unsupported version, wrong sketch type, wrong parameter
@@ -40,14 +45,15 @@ A code is part of the wire format: never change or reuse one; a new sketch takes
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
 from privstream.sketches.build import Build
-from privstream.sketches.order import Dummy, Item, Key, item_order_key
+from privstream.sketches.order import Dummy, Item, Key
 from privstream.validation import check_int
 
 MAGIC = b"PSSK"
@@ -195,45 +201,175 @@ class _Reader:
             raise SketchFormatError("trailing bytes in payload")
 
 
-def encode_counters(counters: Mapping[Key, int] | Mapping[Item, int]) -> bytes:
-    """Counter payload for a mapping of int / str / Dummy keys to int64 counts."""
-    pairs = sorted(counters.items(), key=lambda p: item_order_key(p[0]))
-    ints = [(x, c) for x, c in pairs if type(x) is int]
-    strs = [(x.encode("utf-8", "surrogatepass"), c) for x, c in pairs if type(x) is str]
-    dummies = [(x.index, c) for x, c in pairs if type(x) is Dummy]
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+_EMPTY_I64.setflags(write=False)
+
+
+class CounterParts:
+    """A decoded counter payload as arrays, one part per key type, in payload order.
+
+    ``int_keys``/``int_counts`` and ``dummy_index``/``dummy_counts`` are int64 arrays (owned: a
+    sketch may keep and mutate them), ``str_keys`` a list with ``str_counts`` an int64 array. The
+    vectorised restore of an int-keyed sketch (Lebeda–Tětek Alg. 1 slots as arrays, or a merged
+    summary) reads these directly; :meth:`to_dict` is :func:`decode_counters`' dict."""
+
+    __slots__ = ("dummy_counts", "dummy_index", "int_counts", "int_keys", "str_counts", "str_keys")
+
+    def __init__(
+        self,
+        int_keys: np.ndarray,
+        int_counts: np.ndarray,
+        str_keys: list[str],
+        str_counts: np.ndarray,
+        dummy_index: np.ndarray,
+        dummy_counts: np.ndarray,
+    ) -> None:
+        self.int_keys, self.int_counts = int_keys, int_counts
+        self.str_keys, self.str_counts = str_keys, str_counts
+        self.dummy_index, self.dummy_counts = dummy_index, dummy_counts
+
+    def __len__(self) -> int:
+        return len(self.int_keys) + len(self.str_keys) + len(self.dummy_index)
+
+    def all_counts(self) -> np.ndarray:
+        """Every count (ints, strs, dummies) as one int64 array."""
+        return np.concatenate([self.int_counts, self.str_counts, self.dummy_counts])
+
+    def to_dict(self) -> dict[Key, int]:
+        """The keys as ``int`` / ``str`` / :class:`Dummy` mapped to their counts (payload order)."""
+        out: dict[Key, int] = dict(zip(self.int_keys.tolist(), self.int_counts.tolist(), strict=True))
+        out.update(zip(self.str_keys, self.str_counts.tolist(), strict=True))
+        out.update(zip(dummy_keys(self.dummy_index.tolist()), self.dummy_counts.tolist(), strict=True))
+        return out
+
+
+def exact_sum(counts: np.ndarray) -> int:
+    """``sum(counts)`` as an exact Python int (int64 accumulation only where it cannot overflow)."""
+    if len(counts) == 0:
+        return 0
+    top = max(abs(int(counts.max())), abs(int(counts.min())))
+    if top * len(counts) < 2**63:
+        return int(counts.sum())
+    return sum(counts.tolist())
+
+
+def has_duplicates(values: np.ndarray) -> bool:
+    """Whether the 1-d array ``values`` repeats a value (no sort if it is strictly increasing)."""
+    if len(values) < 2 or bool(np.all(values[1:] > values[:-1])):
+        return False
+    return len(np.unique(values)) != len(values)
+
+
+_DUMMY_CACHE: list[Dummy] = []
+_DUMMY_CACHE_MAX = 1 << 22
+_DUMMY_LOCK = threading.Lock()
+
+
+def dummy_keys(indices: list[int]) -> list[Dummy]:
+    """``[Dummy(i) for i in indices]``, sharing the (immutable) objects for indices below 2^22.
+
+    Building k frozen dataclass instances costs ~0.5 µs each (35 ms at k = 65536); slots() and the
+    dict view of an Alg. 1 sketch need one per remaining dummy, so they are made once per process."""
+    if not indices:
+        return []
+    top = max(indices) + 1
+    if top > _DUMMY_CACHE_MAX:
+        return list(map(Dummy, indices))
+    cache = _DUMMY_CACHE
+    if len(cache) < top:
+        with _DUMMY_LOCK:
+            if len(cache) < top:
+                cache.extend(map(Dummy, range(len(cache), top)))
+    return [cache[i] for i in indices]
+
+
+def _by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` and ``counts`` sorted by key (keys unique; no sort if already increasing)."""
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        return keys, counts
+    order = np.argsort(keys, kind="stable")
+    return keys[order], counts[order]
+
+
+def encode_counter_parts(
+    int_keys: np.ndarray,
+    int_counts: np.ndarray,
+    str_pairs: Iterable[tuple[str, int]],
+    dummy_index: np.ndarray,
+    dummy_counts: np.ndarray,
+) -> bytes:
+    """The counter payload of unique int keys, str keys and dummy indices with their counts (each
+    part in any order: it is sorted here, so the bytes equal :func:`encode_counters`' for the same
+    keys)."""
+    int_keys, int_counts = _by_key(np.asarray(int_keys, dtype=np.int64), np.asarray(int_counts))
+    dummy_index, dummy_counts = _by_key(np.asarray(dummy_index, dtype=np.int64), np.asarray(dummy_counts))
+    strs = [(x.encode("utf-8", "surrogatepass"), c) for x, c in sorted(str_pairs)]
     parts = [
-        _U32.pack(len(ints)),
-        np.array([x for x, _ in ints], dtype="<i8").tobytes(),
-        np.array([c for _, c in ints], dtype="<i8").tobytes(),
+        _U32.pack(len(int_keys)),
+        int_keys.astype("<i8", copy=False).tobytes(),
+        int_counts.astype("<i8", copy=False).tobytes(),
         _U32.pack(len(strs)),
         np.array([len(s) for s, _ in strs], dtype="<u4").tobytes(),
         *(s for s, _ in strs),
         np.array([c for _, c in strs], dtype="<i8").tobytes(),
-        _U32.pack(len(dummies)),
-        np.array([i for i, _ in dummies], dtype="<u4").tobytes(),
-        np.array([c for _, c in dummies], dtype="<i8").tobytes(),
+        _U32.pack(len(dummy_index)),
+        dummy_index.astype("<u4").tobytes(),
+        dummy_counts.astype("<i8", copy=False).tobytes(),
     ]
     return b"".join(parts)
 
 
-def decode_counters(payload: bytes) -> dict[Key, int]:
-    """Inverse of :func:`encode_counters`; rejects truncation, bad UTF-8 and duplicate keys."""
+def encode_counters(counters: Mapping[Key, int] | Mapping[Item, int]) -> bytes:
+    """Counter payload for a mapping of int / str / Dummy keys to int64 counts (keys of any other
+    type are left out); an all-int mapping is converted with ``np.fromiter``."""
+    if set(map(type, counters)) <= {int}:
+        size = len(counters)
+        keys = np.fromiter(counters.keys(), dtype=np.int64, count=size)
+        counts = np.fromiter(counters.values(), dtype=np.int64, count=size)
+        return encode_counter_parts(keys, counts, (), _EMPTY_I64, _EMPTY_I64)
+    ints = [(x, c) for x, c in counters.items() if type(x) is int]
+    strs = [(x, c) for x, c in counters.items() if type(x) is str]
+    dummies = [(x.index, c) for x, c in counters.items() if type(x) is Dummy]
+    return encode_counter_parts(
+        np.array([x for x, _ in ints], dtype=np.int64),
+        np.array([c for _, c in ints], dtype=np.int64),
+        strs,
+        np.array([i for i, _ in dummies], dtype=np.int64),
+        np.array([c for _, c in dummies], dtype=np.int64),
+    )
+
+
+def decode_counter_parts(payload: bytes) -> CounterParts:
+    """The counter payload as arrays; rejects truncation, trailing bytes, bad UTF-8 and duplicate
+    keys (within a key type: int 3, "3" and Dummy(3) are different keys)."""
     r = _Reader(payload)
     a = r.u32()
-    out: dict[Key, int] = dict(zip(r.array("<i8", a).tolist(), r.array("<i8", a).tolist(), strict=True))
+    int_keys, int_counts = r.array("<i8", a), r.array("<i8", a)
     b = r.u32()
     lengths = r.array("<u4", b).tolist()
     try:
         strs = [r.take(n).decode("utf-8", "surrogatepass") for n in lengths]
     except UnicodeDecodeError as exc:
         raise SketchFormatError(f"invalid UTF-8 in a str key: {exc}") from None
-    out.update(zip(strs, r.array("<i8", b).tolist(), strict=True))
+    str_counts = r.array("<i8", b)
     c = r.u32()
-    out.update(zip(map(Dummy, r.array("<u4", c).tolist()), r.array("<i8", c).tolist(), strict=True))
+    dummy_index, dummy_counts = r.array("<u4", c).astype(np.int64), r.array("<i8", c)
     r.done()
-    if len(out) != a + b + c:
+    if has_duplicates(int_keys) or len(set(strs)) != b or has_duplicates(dummy_index):
         raise SketchFormatError("duplicate keys in counter payload")
-    return out
+    return CounterParts(
+        int_keys.astype(np.int64, copy=False),
+        int_counts.astype(np.int64, copy=False),
+        strs,
+        str_counts.astype(np.int64, copy=False),
+        dummy_index,
+        dummy_counts.astype(np.int64, copy=False),
+    )
+
+
+def decode_counters(payload: bytes) -> dict[Key, int]:
+    """Inverse of :func:`encode_counters`; rejects truncation, bad UTF-8 and duplicate keys."""
+    return decode_counter_parts(payload).to_dict()
 
 
 def decode_array(payload: bytes, dtype: str, count: int) -> np.ndarray:

@@ -44,6 +44,9 @@ class BuildGuarantees(StatesRelation):
     * ``one_signed`` / ``per_counter_change`` — every counter changes by at most
       ``per_counter_change``, all in one direction, on at most k keys with nested key sets (Lemma 2,
       Cor. 7.2, Lemma 8.9, Cor. 8.10). Hence ℓ1 <= k·``per_counter_change`` and ℓ2 <= √k·that.
+    * ``exact`` — exact counts (no sketch error): one counter changes by exactly 1 between
+      neighbours, but the number of stored keys has no public bound, so mechanisms whose error
+      bounds read ``k`` as "at most k stored keys" do not apply (:mod:`privstream.sketches.exact`).
     * ``relation.unit`` — event or user level (user level needs a bound m on the sketch).
     """
 
@@ -55,6 +58,7 @@ class BuildGuarantees(StatesRelation):
     alg1_slots: bool = False
     one_signed: bool = True
     per_counter_change: int = 1
+    exact: bool = False
 
     @property
     def user_level(self) -> bool:

@@ -9,19 +9,34 @@ a merge; serialisation through the shared binary format, under the class's regis
 Counters live in a dict (``_counters``, what sequential updates mutate) and/or, after a merge or
 batch, in a numpy-backed :class:`~privstream.sketches.histogram.Counts` (``_summary``), so that
 consecutive batches never convert k counters to Python objects and back; the dict is built lazily
-when an update or query needs it. Invariant: at least one is set; if both are, they agree.
+when an update or query needs it. Invariant: at least one is set; if both are, they agree
+(:class:`~privstream.sketches.misra_gries.MisraGries` may instead hold its Alg. 1 slots as
+:class:`~privstream.sketches.kernels.Alg1Arrays`).
+
+Bytes go straight between arrays and the payload when no dict is materialised: ``to_bytes`` encodes
+the summary's (or Alg. 1 slots') arrays with :func:`~privstream.sketches.binary_format.encode_counter_parts`
+— the same bytes as the dict path — and ``from_bytes`` decodes into arrays
+(:func:`~privstream.sketches.binary_format.decode_counter_parts`), checks the payload invariants
+with numpy and restores a ``Counts`` summary (standard MG, merged, PAMG) or, through
+``_restore_slots`` / ``_restore_extra``, the Alg. 1 slots. A streaming shard's per-message
+load → ``update_batch`` → store therefore costs O(k) numpy work, never k Python objects.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Self
 
+import numpy as np
+
 from privstream.sketches.binary_format import (
+    CounterParts,
     decode,
     decode_build,
-    decode_counters,
+    decode_counter_parts,
     encode,
+    encode_counter_parts,
     encode_counters,
+    exact_sum,
     require,
 )
 from privstream.sketches.build import Build
@@ -30,6 +45,8 @@ from privstream.sketches.merge import mg_merge
 from privstream.sketches.order import Dummy, Item, Key, item_order_key, normalize_item
 from privstream.sketches.protocol import KeyedSketch, Sketch
 from privstream.validation import check_int
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 class CounterSketch(KeyedSketch):
@@ -82,7 +99,10 @@ class CounterSketch(KeyedSketch):
         return self._read().get(normalize_item(item), 0)
 
     def counters(self) -> dict[Item, int]:
-        """Real keys with a positive count, in the universe's total order."""
+        """Real keys with a positive count, in the universe's total order (sorted with numpy when
+        the counters are held as arrays)."""
+        if self._counters is None:
+            return self._as_counts().to_sorted_dict()
         pairs = [(x, c) for x, c in self._read().items() if c > 0 and type(x) is not Dummy]
         pairs.sort(key=lambda p: item_order_key(p[0]))
         return dict(pairs)  # type: ignore[arg-type]
@@ -134,9 +154,17 @@ class CounterSketch(KeyedSketch):
     def _restore_extra(self, extra: tuple[int, ...]) -> None:
         """Set subclass state from the extra parameters and validate ``_counters``."""
 
+    def _payload(self) -> bytes:
+        """The counter payload: straight from the summary's arrays when no dict is materialised
+        (same bytes as :func:`encode_counters` of the dict)."""
+        if self._counters is None and self._summary is not None:
+            s = self._summary
+            return encode_counter_parts(s.int_keys, s.int_counts, s.str_counts.items(), _NONE, _NONE)
+        return encode_counters(self._read())
+
     def to_bytes(self) -> bytes:
         params = [self._k, self._n, self._build.code, *self._extra_params()]
-        return encode(type(self), params, encode_counters(self._read()))
+        return encode(type(self), params, self._payload())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Self:
@@ -148,17 +176,24 @@ class CounterSketch(KeyedSketch):
         sketch = cls.__new__(cls)
         CounterSketch.__init__(sketch, k, build)
         sketch._n = n
-        sketch._counters = decode_counters(payload)
-        counts = sketch._counters.values()
-        require(all(c >= 0 for c in counts) and sum(counts) <= n, "counts must be >= 0 and sum to <= n")
+        parts = decode_counter_parts(payload)
+        counts = parts.all_counts()
+        require(bool((counts >= 0).all()) and exact_sum(counts) <= n, "counts must be >= 0 and sum to <= n")
         if build is not Build.ALG1_SEQUENTIAL:
-            require(len(sketch._counters) <= k, "more than k counters")
-            require(all(c > 0 for c in counts), "zero counters stored outside an Alg. 1 sketch")
-            require(
-                not any(type(x) is Dummy for x in sketch._counters), "dummy keys outside an Alg. 1 sketch"
-            )
+            require(len(parts) <= k, "more than k counters")
+            require(bool((counts > 0).all()), "zero counters stored outside an Alg. 1 sketch")
+            require(len(parts.dummy_index) == 0, "dummy keys outside an Alg. 1 sketch")
+            # positive counts, no dummies: exactly a Counts (kept as arrays until a dict is needed)
+            strs = dict(zip(parts.str_keys, parts.str_counts.tolist(), strict=True))
+            sketch._counters, sketch._summary = None, Counts(parts.int_keys, parts.int_counts, strs)
+        else:
+            sketch._restore_slots(parts)
         sketch._restore_extra(params[3:])
         return sketch
+
+    def _restore_slots(self, parts: CounterParts) -> None:
+        """Set the decoded slots of an Alg. 1 build (validated afterwards by ``_restore_extra``)."""
+        self._counters = parts.to_dict()
 
     @classmethod
     def _allowed_builds(cls) -> tuple[Build, ...]:

@@ -38,7 +38,14 @@ class Counts:
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[Item, int] | Mapping[Key, int]) -> Counts:
-        """The items of ``mapping`` with a count > 0 (Dummy keys dropped)."""
+        """The items of ``mapping`` with a count > 0 (Dummy keys dropped); an all-int mapping is
+        converted with ``np.fromiter`` (same keys, same order)."""
+        if mapping and set(map(type, mapping)) == {int}:
+            size = len(mapping)
+            keys = np.fromiter(mapping.keys(), dtype=np.int64, count=size)
+            counts = np.fromiter(mapping.values(), dtype=np.int64, count=size)
+            keep = counts > 0
+            return cls(keys[keep], counts[keep]) if not keep.all() else cls(keys, counts)
         ints = [(x, c) for x, c in mapping.items() if type(x) is int and c > 0]
         strs = {x: c for x, c in mapping.items() if type(x) is str and c > 0}
         if not ints:
@@ -49,6 +56,18 @@ class Counts:
     def to_dict(self) -> dict[Item, int]:
         out: dict[Item, int] = dict(zip(self.int_keys.tolist(), self.int_counts.tolist(), strict=True))
         out.update(self.str_counts)
+        return out
+
+    def to_sorted_dict(self) -> dict[Item, int]:
+        """The items with a positive count in the universe's total order (ints numerically, then
+        strs by code point), as ``counters()`` returns them; the int part sorted with numpy."""
+        keep = self.int_counts > 0
+        keys, counts = self.int_keys[keep], self.int_counts[keep]
+        if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+            order = np.argsort(keys, kind="stable")
+            keys, counts = keys[order], counts[order]
+        out: dict[Item, int] = dict(zip(keys.tolist(), counts.tolist(), strict=True))
+        out.update(sorted((x, c) for x, c in self.str_counts.items() if c > 0))
         return out
 
     def __len__(self) -> int:

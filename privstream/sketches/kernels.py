@@ -22,6 +22,7 @@ Both kernels work on int64 items and keep their state in arrays:
 from __future__ import annotations
 
 import builtins
+from itertools import chain
 
 import numpy as np
 
@@ -215,17 +216,26 @@ def pamg_run(
 
 
 class Alg1Arrays:
-    """Array state of an Alg. 1 sketch with int (and dummy) keys, for :func:`alg1_run`."""
+    """Array state of a Lebeda–Tětek Alg. 1 sketch with int (and dummy) keys, for :func:`alg1_run`.
+
+    Slot ``s`` holds ``keys[s]`` (the dummy index if ``dummy[s]``) with ``counts[s]``; the slot order
+    is arbitrary (only the keys matter to Alg. 1). The sketch's bytes are encoded from these arrays
+    and restored into them (:mod:`privstream.sketches.misra_gries`), so a per-message
+    load → ``update_batch`` → store never goes through Python objects."""
 
     __slots__ = ("counts", "dummy", "keys", "state", "table", "zeros")
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, dummy: np.ndarray, decrements: int) -> None:
         self.keys, self.counts, self.dummy = keys, counts, dummy
-        zero = np.flatnonzero(counts == 0)
         self.zeros = np.zeros(len(keys), dtype=np.int64)
-        self.zeros[: len(zero)] = zero[np.lexsort((keys[zero], dummy[zero]))]  # ints, then dummies
-        self.state = np.array([len(zero), 0, decrements], dtype=np.int64)
+        zlen = _sorted_zero_slots(keys, counts, dummy, self.zeros)
+        self.state = np.array([zlen, 0, decrements], dtype=np.int64)
         self.table = build_table(keys, ~dummy, table_capacity(len(keys)))
+
+    @classmethod
+    def fresh(cls, k: int) -> Alg1Arrays:
+        """Alg. 1's initial state: slot i holds ``Dummy(i)`` at count 0."""
+        return cls(np.arange(k, dtype=np.int64), np.zeros(k, dtype=np.int64), np.ones(k, dtype=bool), 0)
 
     @property
     def decrements(self) -> int:
@@ -238,6 +248,38 @@ class Alg1Arrays:
         """``(key or dummy index, count, is_dummy)`` per slot."""
         return list(zip(self.keys.tolist(), self.counts.tolist(), self.dummy.tolist(), strict=True))
 
+    def real(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the (int key, count) arrays of the non-dummy slots, sorted by key."""
+        return _sorted_by_key(self.keys[~self.dummy], self.counts[~self.dummy])
+
+    def dummies(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the (dummy index, count) arrays of the dummy slots, sorted by index."""
+        return _sorted_by_key(self.keys[self.dummy], self.counts[self.dummy])
+
+
+def _is_increasing(values: np.ndarray) -> bool:
+    return len(values) < 2 or bool(np.all(values[1:] > values[:-1]))
+
+
+def _sorted_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if _is_increasing(keys):
+        return keys, counts
+    order = np.argsort(keys, kind="stable")
+    return keys[order], counts[order]
+
+
+def _sorted_zero_slots(keys: np.ndarray, counts: np.ndarray, dummy: np.ndarray, out: np.ndarray) -> int:
+    """Write the slots at count 0 into ``out`` in the universe's order — real (int) keys
+    numerically, then dummies by index — and return how many there are (``zlen``)."""
+    zero = np.flatnonzero(counts == 0)
+    at = 0
+    for part in (zero[~dummy[zero]], zero[dummy[zero]]):
+        if not _is_increasing(keys[part]):
+            part = part[np.argsort(keys[part], kind="stable")]
+        out[at : at + len(part)] = part
+        at += len(part)
+    return at
+
 
 def pamg_update(
     pairs: list[tuple[int, int]], k: int, m: int, items: np.ndarray, offsets: np.ndarray
@@ -247,9 +289,9 @@ def pamg_update(
     room = k + m
     keys = np.zeros(room, dtype=np.int64)
     counts = np.zeros(room, dtype=np.int64)
-    if pairs:
-        arr = np.array(pairs, dtype=np.int64)
-        keys[: len(arr)], counts[: len(arr)] = arr[:, 0], arr[:, 1]
+    if pairs:  # flattened with fromiter: ~3x faster than np.array on a list of tuples
+        flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))
+        keys[: len(pairs)], counts[: len(pairs)] = flat[0::2], flat[1::2]
     live = np.arange(room) < len(pairs)
     table = build_table(keys, live, table_capacity(room))
     state = np.array([len(pairs)], dtype=np.int64)

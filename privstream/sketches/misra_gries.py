@@ -30,11 +30,19 @@ from typing import ClassVar
 
 import numpy as np
 
-from privstream.sketches.binary_format import register_sketch, require
+from privstream.sketches.binary_format import (
+    CounterParts,
+    dummy_keys,
+    encode_counter_parts,
+    exact_sum,
+    register_sketch,
+    require,
+)
 from privstream.sketches.build import Build
 from privstream.sketches.counter_sketch import CounterSketch
+from privstream.sketches.histogram import Counts
 from privstream.sketches.kernels import Alg1Arrays
-from privstream.sketches.order import INT64_MAX, Dummy, Key, item_order_key, normalize_item
+from privstream.sketches.order import INT64_MAX, Dummy, Item, Key, item_order_key, normalize_item
 
 
 class _MisraGriesBase(CounterSketch):
@@ -54,16 +62,20 @@ class _MisraGriesBase(CounterSketch):
 class MisraGries(_MisraGriesBase):
     """Lebeda–Tětek Alg. 1 (see module docstring); build ``ALG1_SEQUENTIAL`` until merged.
 
-    State: the dict of k slots, or — after a compiled batch — :class:`Alg1Arrays`, converted back
-    lazily when a query or a Python-path update needs the dict."""
+    State: the k slots as :class:`Alg1Arrays` (a fresh sketch, after a compiled batch, after
+    ``from_bytes`` of int-keyed slots) or as the dict that the item-by-item path mutates (with its
+    zero-key heap; also whenever a str key is stored). The dict is built lazily from the arrays when
+    a Python-path update or ``estimate`` needs it; ``to_bytes``, ``from_bytes``, ``counters``,
+    ``slots`` and merges read the arrays directly (vectorised, same results and bytes)."""
 
     _n_extra_params: ClassVar[int] = 1
 
     def __init__(self, k: int) -> None:
         super().__init__(k, Build.ALG1_SEQUENTIAL)
         self._decrements = 0
-        self._counters = {Dummy(i): 0 for i in range(self._k)}
-        self._arrays: Alg1Arrays | None = None
+        # Alg. 1 line 1: slots Dummy(0..k-1) at count 0
+        self._counters = None
+        self._arrays: Alg1Arrays | None = Alg1Arrays.fresh(self._k)
         self._zero_heap: list[tuple[tuple[int, int | str], Key]] | None = None
         self._num_zero = 0
 
@@ -75,8 +87,23 @@ class MisraGries(_MisraGriesBase):
 
     def _read(self) -> dict[Key, int]:
         if self._counters is None and self._arrays is not None:
-            self._counters = {(Dummy(x) if d else x): c for x, c, d in self._arrays.pairs()}
+            keys = self._arrays.keys.tolist()
+            at = np.flatnonzero(self._arrays.dummy).tolist()
+            for i, d in zip(at, dummy_keys([keys[i] for i in at]), strict=True):
+                keys[i] = d
+            self._counters = dict(zip(keys, self._arrays.counts.tolist(), strict=True))
         return super()._read()
+
+    def _as_counts(self) -> Counts:
+        if self._arrays is not None:  # real keys with count > 0, copied (the kernel mutates arrays)
+            live = ~self._arrays.dummy & (self._arrays.counts > 0)
+            return Counts(self._arrays.keys[live], self._arrays.counts[live])
+        return super()._as_counts()
+
+    def counters(self) -> dict[Item, int]:
+        if self._arrays is not None:
+            return self._as_counts().to_sorted_dict()
+        return super().counters()
 
     def _alg1_dict(self) -> dict[Key, int]:
         """The slots as the dict that the item-by-item path mutates (with its zero-key heap)."""
@@ -148,11 +175,18 @@ class MisraGries(_MisraGriesBase):
         return Alg1Arrays(keys, counts, dummy, self._decrements)
 
     def slots(self) -> list[tuple[Key, int]]:
-        """All k slots (zero-count and Dummy keys included) in the universe's total order."""
+        """All k slots (zero-count and Dummy keys included) in the universe's total order: what
+        PMG (Lebeda–Tětek Alg. 2) noises; int keys numerically, then the dummies by index."""
         if self._build is not Build.ALG1_SEQUENTIAL:
             raise ValueError(
                 f"slots() needs an Alg. 1 sketch built sequentially, this one is {self._build.name}"
             )
+        if self._arrays is not None:
+            keys, counts = self._arrays.real()
+            index, zeros = self._arrays.dummies()
+            out: list[tuple[Key, int]] = list(zip(keys.tolist(), counts.tolist(), strict=True))
+            out += zip(dummy_keys(index.tolist()), zeros.tolist(), strict=True)
+            return out
         return sorted(self._read().items(), key=lambda p: item_order_key(p[0]))
 
     def _after_merge(self) -> None:
@@ -162,10 +196,35 @@ class MisraGries(_MisraGriesBase):
     def _extra_params(self) -> list[int]:
         return [self._decrements]
 
+    def _payload(self) -> bytes:
+        if self._arrays is not None:  # same bytes as encode_counters(self._read())
+            keys, counts = self._arrays.real()
+            index, zeros = self._arrays.dummies()
+            return encode_counter_parts(keys, counts, (), index, zeros)
+        return super()._payload()
+
+    def _restore_slots(self, parts: CounterParts) -> None:
+        """All-int slots go straight into :class:`Alg1Arrays` (validated vectorised by
+        ``_restore_extra``); slots with a str key into the dict of the item-by-item path."""
+        if parts.str_keys:
+            super()._restore_slots(parts)
+            return
+        keys = np.concatenate([parts.int_keys, parts.dummy_index])
+        counts = np.concatenate([parts.int_counts, parts.dummy_counts])
+        dummy = np.arange(len(keys)) >= len(parts.int_keys)
+        self._counters, self._arrays = None, Alg1Arrays(keys, counts, dummy, 0)
+
     def _restore_extra(self, extra: tuple[int, ...]) -> None:
+        """Validate a decoded Alg. 1 state: exactly k slots, Σ slots = n − α(k+1) (Lebeda–Tětek
+        §6), the dummies a suffix Dummy(j)..Dummy(k-1), and while one is left exactly the dummies
+        at 0 and α = 0 (reachable states of Alg. 1 only, whose neighbours Lemma 2 describes)."""
         (self._decrements,) = extra
-        self._arrays = None
         self._zero_heap = None
+        arrays = self._arrays = getattr(self, "_arrays", None)  # set by _restore_slots (int keys)
+        if arrays is not None:
+            self._check_arrays(arrays)
+            arrays.state[2] = self._decrements
+            return
         if self._build is Build.ALG1_SEQUENTIAL:
             counters = self._read()
             require(len(counters) == self._k, "an Alg. 1 sketch must have exactly k slots")
@@ -185,9 +244,32 @@ class MisraGries(_MisraGriesBase):
                 )
                 require(self._decrements == 0, "an Alg. 1 sketch with dummies left has never decremented")
 
+    def _check_arrays(self, arrays: Alg1Arrays) -> None:
+        """``_restore_extra``'s checks on restored int-keyed slots, with numpy."""
+        k, keys, counts, dummy = self._k, arrays.keys, arrays.counts, arrays.dummy
+        require(len(keys) == k, "an Alg. 1 sketch must have exactly k slots")
+        total = self._n - self._decrements * (k + 1)
+        require(exact_sum(counts) == total, "slots violate the sum identity n - α(k+1)")
+        index = keys[dummy]
+        if not _increasing(index):
+            index = np.sort(index)
+        # strictly increasing from k - c to k - 1 (c = number of dummies): exactly k-c, ..., k-1
+        suffix = len(index) == 0 or (_increasing(index) and index[0] == k - len(index) and index[-1] == k - 1)
+        require(bool(suffix), "dummies must be a suffix of 0..k-1")
+        if len(index):
+            require(
+                bool(np.array_equal(counts == 0, dummy)),
+                "while dummies are left, exactly the dummies are at 0",
+            )
+            require(self._decrements == 0, "an Alg. 1 sketch with dummies left has never decremented")
+
     @classmethod
     def _allowed_builds(cls) -> tuple[Build, ...]:
         return (Build.ALG1_SEQUENTIAL, Build.MERGED)
+
+
+def _increasing(values: np.ndarray) -> bool:
+    return len(values) < 2 or bool(np.all(values[1:] > values[:-1]))
 
 
 def _int64_batch(items: Iterable[object] | np.ndarray) -> np.ndarray | None:
