@@ -1,10 +1,10 @@
 """Topic names and admin helpers.
 
 Default topics: ``events`` (raw events, Avro ``Event``/``EventBatch``/``UserSetEvent``, punctuation
-``EpochWatermark``, ``EndMarker``), ``events-dlq``
-(``DeadLetter``), ``releases`` (``Release``), ``ledger`` (``LedgerEntry``, log-compacted: the latest
-entry per ledger id is the state) and ``ldp-reports`` (``LdpReport``). Dead letters of topic ``t`` go
-to ``t-dlq``. (tansu accepts ``cleanup.policy=compact`` but does not compact; Apache Kafka does.)
+``EpochWatermark``, ``EndMarker``), ``events-dlq`` (``DeadLetter``), ``releases`` (``Release``,
+``ReleaseRefused``), ``ledger`` (``LedgerEntry``, log-compacted: the latest entry per ledger id is
+the state; ``LedgerFence`` start-up fences keyed ``<ledger id>/fence``) and ``ldp-reports``
+(``LdpReport``). Dead letters of topic ``t`` go to ``t-dlq``. (tansu accepts ``cleanup.policy=compact`` but does not compact; Apache Kafka does.)
 """
 
 from __future__ import annotations

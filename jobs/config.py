@@ -148,6 +148,7 @@ class HeavyHittersConfig:
     ledger_id: str | None = None
     releases_topic: str = "releases"
     ledger_topic: str = "ledger"
+    ledger_timeout: timedelta = timedelta(seconds=60)
     dlq_topic: str | None = None
     stop_offsets: dict[int, int] | None = None
     stop_at_end_markers: bool = False
@@ -287,6 +288,7 @@ class HeavyHittersConfig:
         _int("--bundle-size", self.bundle_size, 1)
         _int("--restart-attempts", self.restart_attempts, 0)
         _milliseconds("--checkpoint-interval", self.checkpoint_interval, 1)
+        _milliseconds("--ledger-timeout", self.ledger_timeout, 1)
         for pair in self.flink_conf:
             if len(pair) != 2 or not all(isinstance(part, str) for part in pair) or not pair[0].strip():
                 raise ConfigError(f"--flink-conf: expected (KEY, VALUE) string pairs, got {pair!r}")

@@ -3,7 +3,7 @@
 ::
 
     python -m privstream.jobs.heavy_hitters --bootstrap 127.0.0.1:9092 --topic events \\
-        --epsilon 1 --delta 1e-6 --k 64 --epoch 100000          # 100000 events per shard and epoch
+        --epsilon 1 --delta 1e-6 --k 4096 --epoch 100000          # 100000 events per shard and epoch
     privstream run heavy-hitters ... --epoch 60s --lateness 5s   # tumbling event-time epochs, closed
                                                                  # by EpochWatermark punctuation
     privstream run heavy-hitters ... --m 8                       # user sets (UserSetEvent) with PAMG
@@ -15,8 +15,10 @@ Pipeline (PyFlink DataStream; see ``docs/stack-facts.md``)::
             └─ side output: dead letters → <topic>-dlq           (undecodable, late, rejected)
       → key_by(0) → EpochMergeFunction                            fixed shard-id order merge
       → key_by(0) → ReleaseFunction                               ledger in state, release entry point
-            ├─ main: Avro Release → releases                      KafkaSink EXACTLY_ONCE
-            └─ side: LedgerEntry keyed by ledger id → ledger       KafkaSink EXACTLY_ONCE (compacted)
+            ├─ main: Avro Release (ReleaseRefused once the budget is exhausted) → releases
+            │                                                     KafkaSink EXACTLY_ONCE
+            └─ side: LedgerEntry (one per charge, hash-chained) keyed by ledger id → ledger
+                                                                  KafkaSink EXACTLY_ONCE (compacted)
 
 Shards are the topic's partitions, which producers must choose by a hash of the item (or of the
 user: ``--shard-key user``, always for PAMG); the job recomputes the hash of every event and
@@ -128,6 +130,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger-id", default=None, help="ledger id (default: heavy-hitters/<topic>)")
     p.add_argument("--releases-topic", default="releases")
     p.add_argument("--ledger-topic", default="ledger")
+    p.add_argument(
+        "--ledger-timeout",
+        default="60s",
+        help="how long the start-up may take to read the ledger topic to its end; the job refuses to "
+        "start if it cannot (default 60s)",
+    )
     p.add_argument("--dlq-topic", default=None, help="dead-letter topic (default: <topic>-dlq)")
     p.add_argument(
         "--stop-offsets", default=None, help="bounded run: PARTITION:END_OFFSET for every partition"
@@ -216,6 +224,7 @@ def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
         ledger_id=args.ledger_id,
         releases_topic=args.releases_topic,
         ledger_topic=args.ledger_topic,
+        ledger_timeout=_duration(args.ledger_timeout, "--ledger-timeout"),
         dlq_topic=args.dlq_topic,
         stop_offsets=_stop_offsets(args.stop_offsets),
         stop_at_end_markers=args.stop_at_end_markers,
@@ -234,11 +243,12 @@ def run(args: argparse.Namespace, *, hooks: TestHooks | None = None) -> int:
     """Validate, check the connector jars and Kafka, then run the job to completion. ``hooks``:
     TESTS ONLY, programmatic (a test's entry script passes them; no option does)."""
     from privstream.connectors.flink_jars import ConnectorJarsError
+    from privstream.connectors.ledger_topic import LedgerUnavailable
 
     try:
         job = HeavyHittersJob(config_from_args(args), hooks=hooks)
         env = job.prepare()
-    except (ConfigError, ConnectorJarsError) as exc:
+    except (ConfigError, ConnectorJarsError, LedgerUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConnectionError as exc:

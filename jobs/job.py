@@ -14,8 +14,10 @@
 The command line (:mod:`privstream.jobs.heavy_hitters`) parses its options into the same config.
 Everything that can fail on the input is checked before Flink starts: the config when it is built,
 then (``prepare``) the connector jars, the topic and its partitions against the broker, the stopping
-offsets (and the ``EndMarker`` scan), and the ledger topic, from which the job starts so that it
-never forgets spent budget.
+offsets (and the ``EndMarker`` scan), and the ledger topic, read to its end by the fence protocol
+(:func:`~privstream.connectors.ledger_topic.read_ledger`), from which the job starts so that it
+never forgets spent budget; if that read fails the job refuses to start
+(:class:`~privstream.connectors.ledger_topic.LedgerUnavailable`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class KafkaInputs:
 
     shards: int  #: partitions of the events topic
     stop_offsets: dict[int, int] | None  #: where the bounded run stops (None: unbounded)
-    initial_ledger: bytes | None  #: the most advanced ledger state on the ledger topic
+    initial_ledger: bytes | None  #: the ledger state read from the ledger topic (to its end)
 
 
 class HeavyHittersJob:
@@ -67,10 +69,14 @@ class HeavyHittersJob:
 
     def kafka_inputs(self) -> KafkaInputs:
         """Check the broker (raises ``ConnectionError`` if unreachable, :class:`ConfigError` naming the
-        option), create the output topics, find the stopping offsets and read the ledger topic."""
+        option), create the output topics, find the stopping offsets and read the ledger topic to its
+        end (raises :class:`~privstream.connectors.ledger_topic.LedgerUnavailable`, saying what to
+        check, if its state cannot be established: the job then must not start)."""
         from privstream.connectors.clients import ensure_reachable, kafka_consumer
-        from privstream.connectors.scans import end_marker_offsets, latest_ledger
+        from privstream.connectors.ledger_topic import read_ledger
+        from privstream.connectors.scans import end_marker_offsets
         from privstream.connectors.topics import TopicSpec, create_topics
+        from privstream.operators.release_logic import new_ledger
 
         config = self.config
         ensure_reachable(config.bootstrap)
@@ -102,8 +108,14 @@ class HeavyHittersJob:
                 stop_offsets = end_marker_offsets(config.bootstrap, config.topic)
             except TimeoutError as exc:
                 raise ConfigError(f"--stop-at-end-markers: {exc}") from exc
-        ledger = latest_ledger(config.bootstrap, config.ledger_topic, config.release.ledger_id)
-        return KafkaInputs(len(partitions), stop_offsets, ledger)
+        ledger = read_ledger(
+            config.bootstrap,
+            config.ledger_topic,
+            new_ledger(config.release, config.spec),
+            job_name=config.job_name,
+            timeout_s=config.ledger_timeout.total_seconds(),
+        )
+        return KafkaInputs(len(partitions), stop_offsets, ledger.state)
 
     def environment(self, jars: list[str] | None = None) -> Any:
         """A ``StreamExecutionEnvironment`` with the job's Flink settings and ``jars`` (default: the

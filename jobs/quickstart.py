@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             start = time.monotonic()
             HeavyHittersJob(replace(config, bootstrap=broker.bootstrap)).run()
             print(f"      job finished in {time.monotonic() - start:.1f} s")
-            releases = [r.value for r in read_topic(broker.bootstrap, config.releases_topic, idle_s=2.0)]
+            published = read_topic(broker.bootstrap, config.releases_topic, idle_s=2.0)
+            releases = [r.value for r in published if r.schema == "Release"]  # not ReleaseRefused
     if not releases:
         print("privstream quickstart: error: the job published no release", file=sys.stderr)
         return 1

@@ -2,15 +2,16 @@
 
 For each epoch's shard sketches (:class:`~privstream.operators.shard_logic.MergedEpoch`) the
 :class:`EpochReleaser` calls a release entry point with the
-:class:`~privstream.accounting.PrivacyLedger`, which is charged once before any noise is drawn (a
-refused charge publishes nothing): per shard (the MG default),
+:class:`~privstream.accounting.PrivacyLedger`, which is charged once before any noise is drawn (an
+epoch the budget refuses is not released: a ``ReleaseRefused`` "budget exhausted" record takes its
+place on the releases topic, and the job carries on): per shard (the MG default),
 :func:`privstream.mechanisms.release_disjoint` releases every shard's sequential Alg. 1 sketch
 (PMG) and sums them (parallel composition over the hash partition); merged,
 :func:`privstream.mechanisms.release` releases the fixed-order merge (``Build.MERGED`` /
 ``PAMG_MERGED``: GSHM or thresholded Laplace, never PMG). With count epochs the epoch size is a
 public bound on each shard's events, passed as ``n_bound`` (``auto`` weighs systematic terms with
-it). The result is encoded as an Avro ``Release`` plus a ``LedgerEntry`` for the compacted ledger
-topic.
+it). The result is encoded as an Avro ``Release`` plus the charge's hash-chained ``LedgerEntry`` for the
+compacted ledger topic (:mod:`privstream.connectors.ledger_topic`).
 
 Composition: an event-level (MG) job releases disjoint epochs, which compose in parallel
 (``parallel_epochs``); a user-level (PAMG) job's users recur across epochs, so its ledger composes
@@ -45,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
+from privstream.connectors.ledger_topic import entry_record
 from privstream.operators.epochs import EpochPolicy, TimeEpochs
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
@@ -93,12 +95,7 @@ class EpochReleaser:
         self.spec = spec
         self.policy = policy
         self.noise_key = noise_key
-        composition = "sequential" if spec.user_sets else "parallel_epochs"
-        if ledger_bytes:
-            self.ledger = PrivacyLedger.from_bytes(ledger_bytes)
-        else:
-            total = Budget(config.total_epsilon, config.total_delta)
-            self.ledger = PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
+        self.ledger = PrivacyLedger.from_bytes(ledger_bytes) if ledger_bytes else new_ledger(config, spec)
 
     def _rng(self, merged: MergedEpoch) -> RandomSource | None:
         """The epoch's noise source. The keyed source's context binds the epoch, the exact merged
@@ -116,13 +113,15 @@ class EpochReleaser:
         )
         return KeyedRandomSource(self.noise_key, context)  # key: CSPRNG secret in checkpointed state
 
-    def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes]:
-        """``(Avro Release or None if the budget refused it, Avro LedgerEntry)``."""
+    def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes | None]:
+        """``(message for the releases topic, Avro LedgerEntry or None)``: a ``Release`` and its
+        charge's entry; a ``ReleaseRefused`` ("budget exhausted") and None when the budget refuses
+        the epoch; None and None for an epoch refused on its input (nothing charged either way)."""
         from privstream.mechanisms import release, release_disjoint
 
         if merged.refused is not None:  # fail closed: the input cannot support the stated relation
             logger.error("release of epoch %s refused: %s", merged.epoch, merged.refused)
-            return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {merged.refused}")
+            return None, None
         budget = Budget(self.config.epsilon, self.config.delta)
         shard_bound = self.policy.shard_events_bound  # public (count epochs), else None
         if shard_bound is not None and self.spec.m is not None:
@@ -148,48 +147,94 @@ class EpochReleaser:
                 n_bound = None if shard_bound is None else shard_bound * merged.shards
                 result = release(self.spec.load_merged(merged.data), budget, n_bound=n_bound, **common)  # type: ignore[arg-type]
         except BudgetExceeded as exc:
-            logger.error("release of epoch %s refused: %s", merged.epoch, exc)
-            return None, self._ledger_entry(f"REFUSED epoch {merged.epoch}: {exc}")
+            return self._budget_exhausted(merged.epoch, exc), None
         # the path's relation: the merged build's (with the group size), then the epochs, then the shards
         relation = self.policy.neighbour_relation(result.relation).with_conditions(*self.spec.shard_relation)
         result = replace(result, relation=relation)
-        entry = self._ledger_entry(f"{result.mechanism} epoch {merged.epoch}")
+        entry = self._ledger_entry()
         return encode("Release", release_record(result, merged.epoch, self.policy)), entry
 
-    def _ledger_entry(self, what: str) -> bytes:
+    def _ledger_entry(self) -> bytes:
+        """The Avro ``LedgerEntry`` of the charge just made (the ledger's head entry)."""
+        head = self.ledger.head
+        assert head is not None  # a release was just charged
+        return entry_record(head)
+
+    def _budget_exhausted(self, epoch: int, exc: BudgetExceeded) -> bytes:
+        """The ``ReleaseRefused`` record published instead of epoch ``epoch``'s release; logged as an
+        error once per ledger and process (every refused epoch after that at INFO): an exhausted
+        budget stops releases, never the job."""
         spent, total = self.ledger.spent(), self.ledger.total
+        assert isinstance(spent, Budget) and isinstance(total, Budget)  # the job's ledgers are (ε, δ)
+        window = _window(epoch, self.policy)
+        detail = (
+            f"ledger {self.ledger.ledger_id!r} has spent (ε={spent.epsilon:g}, δ={spent.delta:g}) of "
+            f"(ε={total.epsilon:g}, δ={total.delta:g}); epoch {epoch} needs (ε={self.config.epsilon:g}, "
+            f"δ={self.config.delta:g}). Nothing more is released under this ledger id; the job keeps "
+            "consuming. A new budget needs a new --ledger-id"
+        )
+        if self.ledger.ledger_id not in _EXHAUSTED_LOGGED:
+            _EXHAUSTED_LOGGED.add(self.ledger.ledger_id)
+            logger.error("budget exhausted: %s (%s)", detail, exc)
+        else:
+            logger.info("budget exhausted: epoch %s not released", epoch)
         return encode(
-            "LedgerEntry",
+            "ReleaseRefused",
             {
+                "reason": BUDGET_EXHAUSTED,
+                "detail": detail,
                 "ledger_id": self.ledger.ledger_id,
-                "sequence": len(self.ledger.entries),
+                "epoch": epoch,
+                "window_start": None if window is None else window[0],
+                "window_end": None if window is None else window[1],
+                "epsilon_requested": float(self.config.epsilon),
+                "delta_requested": float(self.config.delta),
                 "epsilon_spent": float(spent.epsilon),
                 "delta_spent": float(spent.delta),
                 "epsilon_total": float(total.epsilon),
                 "delta_total": float(total.delta),
-                "last_charge": what,
-                "state": self.ledger.to_bytes(),
-                "entry_time": int(time.time() * 1000),
+                "refused_time": int(time.time() * 1000),
             },
         )
 
 
+BUDGET_EXHAUSTED = "budget exhausted"  #: ``ReleaseRefused.reason`` when the ledger refuses an epoch
+_EXHAUSTED_LOGGED: set[str] = set()  # ledger ids whose exhaustion this process has logged as an error
+
+
+def new_ledger(config: ReleaseConfig, spec: SketchSpec) -> PrivacyLedger:
+    """The empty ledger of a job: ``config``'s id and total; an event-level job's disjoint epochs
+    compose in parallel, a user-level job's sequentially (users recur across epochs)."""
+    composition = "sequential" if spec.user_sets else "parallel_epochs"
+    total = Budget(config.total_epsilon, config.total_delta)
+    return PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
+
+
 def reconcile_ledgers(stored: bytes | None, initial: bytes | None) -> bytes | None:
-    """The more advanced of the operator's restored ledger and the ledger topic's (the one whose
-    history extends the other's; :func:`privstream.accounting.most_advanced` raises if they diverge)."""
+    """The more advanced of the operator's restored ledger and the one read from the ledger topic
+    at start-up (the higher sequence number; :func:`privstream.accounting.most_advanced` raises if
+    they diverge), written from now on by the start-up's writer (``initial``'s)."""
     if stored is None or initial is None:
         return stored if initial is None else initial
     if stored == initial:
         return stored
-    return most_advanced(PrivacyLedger.from_bytes(stored), PrivacyLedger.from_bytes(initial)).to_bytes()
+    topic = PrivacyLedger.from_bytes(initial)
+    chosen = most_advanced(PrivacyLedger.from_bytes(stored), topic)
+    chosen.writer = topic.writer
+    return chosen.to_bytes()
+
+
+def _window(epoch: int, policy: EpochPolicy) -> tuple[int, int] | None:
+    """A time epoch's ``[start, end)`` in ms, None for count epochs."""
+    return (
+        (epoch * policy.length_ms, (epoch + 1) * policy.length_ms) if isinstance(policy, TimeEpochs) else None
+    )
 
 
 def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, Any]:
     """The Avro ``Release`` record of a :class:`privstream.mechanisms.Release`: the relation is
     rendered to text here (the edge), and the whole error bound travels as an ``ErrorBound`` record."""
-    window = (
-        (epoch * policy.length_ms, (epoch + 1) * policy.length_ms) if isinstance(policy, TimeEpochs) else None
-    )
+    window = _window(epoch, policy)
     return {
         "items": [{"item": item, "count": int(count)} for item, count in result.items],
         "epsilon": float(result.epsilon),

@@ -1,12 +1,14 @@
 """The release operator: ledger in Flink state, one noisy release per merged epoch.
 
 :class:`ReleaseFunction` runs on a single key. Its keyed state is the serialised
-:class:`~privstream.accounting.PrivacyLedger`; on first use it starts from ``initial_ledger`` (the
-most advanced state on the compacted ``ledger`` topic, read by the job launcher) so a new job never
-forgets budget spent by an earlier one; a job restored from a savepoint or checkpoint takes the more
+:class:`~privstream.accounting.PrivacyLedger` (O(1): identity, writer, head entry); on first use it
+starts from ``initial_ledger`` (the state the launcher established from the ``ledger`` topic by
+:func:`~privstream.connectors.ledger_topic.read_ledger`, read to its end, so a new job never forgets
+budget spent by an earlier one); a job restored from a savepoint or checkpoint takes the more
 advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
-charges recorded after it. Main output: Avro ``Release`` bytes; side output
-``LEDGER``: ``Row(ledger_id, LedgerEntry)`` for the compacted topic; side output ``SKETCHES``
+charges recorded after it. Main output: Avro ``Release`` bytes (``ReleaseRefused`` for an epoch the
+exhausted budget refuses); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
+for the compacted topic; side output ``SKETCHES``
 (only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise sketches.
 Both sinks are transactional, so a restore never publishes a release or a charge twice.
 """
@@ -82,7 +84,8 @@ class ReleaseFunction(KeyedProcessFunction):
             yield from ((SKETCHES, snapshot) for snapshot in self._snapshots(merged))
         release_bytes, ledger_entry = releaser.release(merged)
         self.ledger.update(releaser.ledger.to_bytes())
-        yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
+        if ledger_entry is not None:
+            yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
         if release_bytes is not None:
             yield release_bytes
 

@@ -86,8 +86,29 @@ SAMPLES: dict[str, list[dict]] = {
             "epsilon_total": 4.0,
             "delta_total": 1e-6,
             "last_charge": "GSHM epoch 3",
-            "state": b"\x01\x02",
+            "entry": b"{}",
+            "state": None,
             "entry_time": 8,
+        }
+    ],
+    "LedgerFence": [
+        {"ledger_id": "job-1", "nonce": "ab" * 16, "host": "h", "pid": 7, "job_name": "j", "fence_time": 9}
+    ],
+    "ReleaseRefused": [
+        {
+            "reason": "budget exhausted",
+            "detail": "ledger 'x' has spent ...",
+            "ledger_id": "x",
+            "epoch": 4,
+            "window_start": None,
+            "window_end": None,
+            "epsilon_requested": 1.0,
+            "delta_requested": 1e-6,
+            "epsilon_spent": 2.0,
+            "delta_spent": 2e-6,
+            "epsilon_total": 2.0,
+            "delta_total": 2e-6,
+            "refused_time": 10,
         }
     ],
     "DeadLetter": [

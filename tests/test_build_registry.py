@@ -101,9 +101,9 @@ def test_release_reads_the_registered_builds_guarantees(toy: ModuleType) -> None
     ledger = PrivacyLedger(Budget(10.0, 1e-2))
     with pytest.raises(MechanismNotApplicable, match="sequentially"):
         release(sketch, BUDGET, mechanism="pmg", ledger=ledger)
-    assert ledger.entries == ()  # refused before the charge
+    assert ledger.sequence == 0  # refused before the charge
     out = release(sketch, BUDGET, mechanism="gshm", rng=SeededRandomSource(1), ledger=ledger)
-    assert out.mechanism == "gshm" and "toy lemma" in out.neighbour_relation and len(ledger.entries) == 1
+    assert out.mechanism == "gshm" and "toy lemma" in out.neighbour_relation and ledger.sequence == 1
     reasons = applicable_mechanisms(sketch, BUDGET)
     assert reasons["pmg"] and reasons["pmg_standard"] and reasons["pure_topk"]
     assert not reasons["gshm"] and not reasons["laplace_threshold"]

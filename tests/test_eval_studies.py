@@ -193,3 +193,19 @@ def test_claim_checks_can_fail() -> None:
     assert lt._crossover_claim(*bad).status is Status.FAIL
     assert lt._crossover([(1, 2.0, 1.0), (4, 1.0, 2.0)]) == pytest.approx(2.0)  # ln ratio crosses 0 at m = 2
     assert math.isnan(lt._slope([(1.0, 1.0)]))
+
+
+def test_streaming_goal_claim_fails_when_one_stream_misses_two_x() -> None:
+    """Each eligible stream must be within 2× on its own: a 3× stream fails the claim even when
+    pooling with a 1.2× stream would hide it; ineligible streams are not judged."""
+    from privstream.eval.studies import streaming as st
+
+    def rows(workload: str, arm: str, mae: float) -> list[dict]:
+        return [{"arm": arm, "workload": workload, "k": 64, "epsilon": 1.0, "mae_high": mae}]
+
+    eligibility = [{"workload": w, "epsilon": 1.0, "eligible": w != "small"} for w in ("a", "b", "small")]
+    good = rows("a", st.PER_SHARD.label, 1.2) + rows("a", st.EXACT.label, 1.0)
+    bad = rows("b", st.PER_SHARD.label, 3.0) + rows("b", st.EXACT.label, 1.0)
+    ignored = rows("small", st.PER_SHARD.label, 9.0) + rows("small", st.EXACT.label, 1.0)
+    assert st._goal_claim(good + ignored, eligibility, (8, 64)).status is Status.PASS
+    assert st._goal_claim(good + bad + ignored, eligibility, (8, 64)).status is Status.FAIL

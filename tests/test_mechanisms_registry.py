@@ -228,30 +228,30 @@ def test_each_mechanism_refuses_exactly_the_builds_it_should(
     assert {name: not reason for name, reason in reasons.items()} == expected
     ledger = PrivacyLedger(Budget(100.0, 0.5))
     for name, valid in expected.items():
-        before = len(ledger.entries)
+        before = ledger.sequence
         if valid:
             out = release(
                 sketch, budget, mechanism=name, domain=domain, ledger=ledger, rng=SeededRandomSource(4)
             )
-            assert out.mechanism == name and len(ledger.entries) == before + 1
+            assert out.mechanism == name and ledger.sequence == before + 1
             assert out.delta == (budget.delta if get(name).needs_delta else 0.0)
         else:
             with pytest.raises(MechanismNotApplicable) as info:
                 release(
                     sketch, budget, mechanism=name, domain=domain, ledger=ledger, rng=SeededRandomSource(4)
                 )
-            assert len(ledger.entries) == before  # refused before the charge
+            assert ledger.sequence == before  # refused before the charge
             assert str(info.value) == reasons[name]  # the same reason applicable_mechanisms gives
     if any(expected.values()):
         chosen = release(sketch, budget, domain=domain, ledger=ledger, rng=SeededRandomSource(5))
         assert expected[chosen.mechanism]
     else:
-        before = len(ledger.entries)
+        before = ledger.sequence
         with pytest.raises(
             MechanismNotApplicable, match="bound m" if kind == "pamg_no_m" else "no mechanism"
         ):
             release(sketch, budget, domain=domain, ledger=ledger)
-        assert len(ledger.entries) == before
+        assert ledger.sequence == before
 
 
 # -------------------------------------------------------------------------------- auto: public only

@@ -31,6 +31,7 @@ from privstream.mechanisms import (
     ErrorBound,
     MechanismNotApplicable,
     applicable_mechanisms,
+    get,
     release,
     release_disjoint,
 )
@@ -81,22 +82,25 @@ def test_the_ledger_is_charged_exactly_once_with_the_budget() -> None:
     any noise is drawn (the source is untouched)."""
     ledger = PrivacyLedger(BUDGET, composition="sequential")
     out = release_disjoint(SHARDS, BUDGET, rng=SeededRandomSource(1), ledger=ledger, label="hh")
-    assert [(e.budget, e.mechanism, e.label) for e in ledger.entries] == [(BUDGET, out.mechanism, "hh")]
+    head = ledger.head
+    assert ledger.sequence == 1 and head is not None
+    assert (head.budget, head.mechanism, head.label) == (BUDGET, out.mechanism, "hh")
     assert ledger.spent() == BUDGET and (out.epsilon, out.delta) == (1.0, 1e-6)
     rng = SeededRandomSource(2)
     with pytest.raises(BudgetExceeded):
         release_disjoint(SHARDS, BUDGET, rng=rng, ledger=ledger)
     assert rng.randbits(64) == SeededRandomSource(2).randbits(64)  # no noise was drawn
-    assert len(ledger.entries) == 1
+    assert ledger.sequence == 1
     epochs = PrivacyLedger(BUDGET, composition="parallel_epochs")
     for epoch in range(3):  # disjoint epochs: one charge each, in parallel
         release_disjoint(SHARDS, BUDGET, epoch=epoch, rng=SeededRandomSource(epoch), ledger=epochs)
-    assert [e.epoch for e in epochs.entries] == [0, 1, 2] and epochs.spent() == BUDGET
+        assert epochs.head is not None and (epochs.sequence, epochs.head.epoch) == (epoch + 1, epoch)
+    assert epochs.spent() == BUDGET
     with pytest.raises(ValueError, match="epoch"):
         release_disjoint(SHARDS, BUDGET, ledger=epochs)  # a parallel_epochs ledger needs the epoch
     pure = PrivacyLedger(Budget(1.0, 0.5), composition="sequential")
     release_disjoint(SHARDS, Budget(1.0), mechanism="chan_topk", domain=range(50), ledger=pure)
-    assert pure.entries[0].budget == Budget(1.0, 0.0)  # pure mechanisms charge δ = 0
+    assert pure.head is not None and pure.head.budget == Budget(1.0, 0.0)  # pure mechanisms charge δ = 0
 
 
 # ---------------------------------------------------- (b) calibration at β/P and the bound
@@ -191,10 +195,10 @@ def test_refusals_come_before_the_charge() -> None:
             release_disjoint(sketches, BUDGET, ledger=ledger, **kwargs)  # type: ignore[arg-type]
     with pytest.raises(MechanismNotApplicable, match="no mechanism applies"):
         release_disjoint(SHARDS, Budget(1.0, 0.0), ledger=ledger)  # δ = 0 and no domain
-    assert ledger.entries == ()
+    assert ledger.sequence == 0
     # the merged sketches themselves are fine for the mechanisms that accept them
     out = release_disjoint(merged, BUDGET, keys_disjoint=False, ledger=ledger, rng=SeededRandomSource(1))
-    assert out.mechanism in ("gshm", "laplace_threshold") and len(ledger.entries) == 1
+    assert out.mechanism in ("gshm", "laplace_threshold") and ledger.sequence == 1
     assert merged[0].build is Build.MERGED
 
 
@@ -339,12 +343,17 @@ def test_auto_never_picks_a_larger_total_bound_than_another_valid_mechanism() ->
             assert totals[chosen.mechanism] <= min(totals.values()) * (1 + 1e-12), (k, eps, delta, n_bound)
             winners.add(chosen.mechanism)
             checked += 1
-        # release_disjoint calibrates each partition at β/P: its choice minimises the same total there
+        # release_disjoint calibrates each partition at β/P and minimises the total it *states*:
+        # one partition's for a keys-disjoint sketch mechanism, P partitions' for a domain-wide one
         parts = release_disjoint(
             [sketch, sketch], budget, domain=domain, n_bound=2000, rng=SeededRandomSource(2)
         )
         per_part = _bounds_at(sketch, budget, domain, 0.05 / 2)
-        totals = {name: b.noise_error + b.systematic * 2000 / (k + 1) for name, b in per_part.items()}
+        factor = {name: 2 if get(name).needs_domain else 1 for name in per_part}
+        totals = {
+            name: factor[name] * (b.noise_error + b.systematic * 2000 / (k + 1))
+            for name, b in per_part.items()
+        }
         assert totals[parts.mechanism] <= min(totals.values()) * (1 + 1e-12), (k, eps, delta)
     assert checked == len(GRID) * 2 * 4 and {"pure_topk", "pmg"} <= winners  # both regimes occur in the grid
 
@@ -379,14 +388,34 @@ def test_auto_without_n_bound_never_prefers_pure_topk_on_an_alg1_sketch() -> Non
     assert smaller_noise > 0  # the cases the old rule (smallest noise only) got wrong are in the grid
 
 
-def test_release_disjoint_auto_uses_the_per_partition_n_bound() -> None:
-    """release_disjoint's auto weighs the systematic term with the per-partition n_bound: a small
-    public bound on each partition's events lets pure_topk win (its noise is the smallest), a large
-    one does not."""
+def test_release_disjoint_auto_ranks_the_bound_it_states() -> None:
+    """auto ranks each candidate by the bound the summed release states: a domain-wide mechanism
+    (pure_topk) noises every item in every partition, so its stated bound is P times one
+    partition's, while PMG's (keys disjoint) is one partition's. With a small public n_bound, auto
+    never picks a mechanism whose stated total is larger than PMG's."""
     items = zipf_items(7, 20000, 20)
-    shards = item_shards(items, 2, 32)
     budget, domain = Budget(1.0, 1e-6), range(20)
-    small = release_disjoint(shards, budget, domain=domain, n_bound=33, rng=SeededRandomSource(1))
-    large = release_disjoint(shards, budget, domain=domain, n_bound=20000, rng=SeededRandomSource(1))
-    assert (small.mechanism, large.mechanism) == ("pure_topk", "pmg")
+    for parts in (1, 2, 4, 8):
+        shards = item_shards(items, parts, 32)
+        chosen = release_disjoint(shards, budget, domain=domain, n_bound=33, rng=SeededRandomSource(1))
+        totals = {}
+        for name in ("pmg", "pure_topk"):
+            rel = release_disjoint(
+                shards, budget, mechanism=name, domain=domain, n_bound=33, rng=SeededRandomSource(1)
+            )
+            n_items = 33 * (1 if name == "pmg" else parts)
+            totals[name] = rel.error_bound.noise_error + rel.error_bound.systematic * n_items / 33
+        assert totals[chosen.mechanism] <= min(totals.values()), (parts, chosen.mechanism, totals)
+    shards = item_shards(items, 4, 32)
     assert release_disjoint(shards, budget, domain=domain, rng=SeededRandomSource(1)).mechanism == "pmg"
+
+
+def test_one_partition_releases_and_charges_once() -> None:
+    """A single partition (a one-partition topic) is released like any other count of partitions:
+    the release succeeds after the charge, and equals release() of that sketch at the same β."""
+    items = zipf_items(3, 5000, 30)
+    (sketch,) = item_shards(items, 1, 16)
+    ledger = PrivacyLedger(Budget(2.0, 1e-5))
+    out = release_disjoint([sketch], Budget(1.0, 1e-6), rng=SeededRandomSource(5), ledger=ledger)
+    ref = release(sketch, Budget(1.0, 1e-6), rng=SeededRandomSource(5))
+    assert out.items == ref.items and out.mechanism == "pmg" and ledger.spent().epsilon == 1.0

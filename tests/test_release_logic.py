@@ -4,13 +4,14 @@ shard (every shard's Alg. 1 sketch released with the same calibration by ``relea
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.operators.epochs import CountEpochs, TimeEpochs
-from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, noise_error
+from privstream.operators.release_logic import BUDGET_EXHAUSTED, EpochReleaser, ReleaseConfig, noise_error
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
@@ -85,15 +86,21 @@ def test_restored_ledger_is_reconciled_with_the_more_advanced_topic_state() -> N
     """Restoring an older savepoint must not forget charges the ledger topic recorded later."""
     from privstream.operators.release_logic import reconcile_ledgers
 
-    from privstream.accounting import Budget, PrivacyLedger
+    from privstream.accounting import Budget, LedgerFormatError, PrivacyLedger
 
     old = PrivacyLedger(Budget(3.0, 3e-6), composition="parallel_epochs", ledger_id="hh/r")
     old.charge(Budget(1.0, 1e-6), mechanism="gshm", epoch=0)
     newer = PrivacyLedger.from_bytes(old.to_bytes())
     newer.charge(Budget(1.0, 1e-6), mechanism="gshm", epoch=1)
     for stored, topic in ((old, newer), (newer, old)):
+        topic.writer = "this-start-up"
         got = PrivacyLedger.from_bytes(reconcile_ledgers(stored.to_bytes(), topic.to_bytes()))
-        assert len(got.entries) == 2
+        assert got.sequence == 2 and got.writer == "this-start-up"  # it writes from now on
+        topic.writer = ""
+    fork = PrivacyLedger.from_bytes(old.to_bytes())
+    fork.charge(Budget(0.5, 0.0), mechanism="gshm", epoch=1)
+    with pytest.raises(LedgerFormatError, match="divergent"):
+        reconcile_ledgers(fork.to_bytes(), newer.to_bytes())
     assert reconcile_ledgers(None, old.to_bytes()) == old.to_bytes()
     assert reconcile_ledgers(old.to_bytes(), None) == old.to_bytes()
 
@@ -199,8 +206,13 @@ def test_per_shard_release_equals_core_release_disjoint(policy) -> None:  # noqa
     assert "of the item's partition" in record["error_bound"]["sketch_term"]
     assert "released on its own and the releases summed" in record["neighbour_relation"]
     assert "parallel composition over partitions" in record["neighbour_relation"]
-    charges = [(e.budget, e.epoch, e.mechanism) for e in releaser.ledger.entries]
-    assert charges == [(Budget(1.0, 1e-6), 4, "pmg")]  # once for the epoch, not once per shard
+    head = releaser.ledger.head
+    assert head is not None and releaser.ledger.sequence == 1
+    assert (head.budget, head.epoch, head.mechanism) == (
+        Budget(1.0, 1e-6),
+        4,
+        "pmg",
+    )  # once for the epoch, not once per shard
     # the merged path releases the same epoch with GSHM / thresholded Laplace (PMG is refused there)
     merged_data = SPEC.combine({s: sk.to_bytes() for s, sk in enumerate(shards)}, SHARDS)
     merged, _ = EpochReleaser(config, SPEC, policy).release(MergedEpoch(4, merged_data, SHARDS))
@@ -223,22 +235,33 @@ def test_per_shard_input_with_or_without_the_empty_shards_bytes_is_the_same() ->
     assert decode(a)[1]["items"] == decode(b)[1]["items"]  # (release_time may differ)
 
 
-def test_per_shard_refusals_fail_closed_and_charge_nothing() -> None:
+def test_per_shard_refusals_fail_closed_and_charge_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """A refused epoch (misrouted input) publishes nothing and charges nothing in per-shard mode
-    too; an epoch beyond the ledger total is refused whole (one charge per epoch, never per shard)."""
+    too; an epoch beyond the ledger total is refused whole (one charge per epoch, never per shard):
+    a "budget exhausted" ReleaseRefused takes its place, no ledger entry, an error logged once."""
+    from privstream.connectors.ledger_topic import record_state
+
     shards = _hash_shards(7, empty=None)
-    tight = ReleaseConfig(1.0, 1e-6, 1.5, 1.5e-6, "hh/tight", noise_seed=1)
+    tight = ReleaseConfig(1.0, 1e-6, 1.5, 1.5e-6, f"hh/tight-{uuid.uuid4().hex[:8]}", noise_seed=1)
     releaser = EpochReleaser(tight, PER_SHARD, CountEpochs(100))
     refused = MergedEpoch(0, _per_shard_epoch(0, shards).data, SHARDS, "partition 1: misrouted")
-    data, entry = releaser.release(refused)
-    assert data is None and b"REFUSED epoch 0" in entry and releaser.ledger.entries == ()
-    first, _ = releaser.release(_per_shard_epoch(1, shards))
-    assert first is not None and len(releaser.ledger.entries) == 1  # three shards, one charge
+    assert releaser.release(refused) == (None, None) and releaser.ledger.sequence == 0
+    first, entry = releaser.release(_per_shard_epoch(1, shards))
+    assert first is not None and releaser.ledger.sequence == 1  # three shards, one charge
+    assert entry is not None and record_state(decode(entry)[1]) == releaser.ledger.head
     assert releaser.ledger.spent().epsilon == pytest.approx(1.0)
     # the event-level ledger composes epochs in parallel: releasing the *same* epoch again would
-    # spend 2 > 1.5 and is refused before any noise is drawn
-    again, entry = releaser.release(_per_shard_epoch(1, shards))
-    assert again is None and b"REFUSED epoch 1" in entry and len(releaser.ledger.entries) == 1
+    # spend 2 > 1.5 and is refused before any noise is drawn; so is every later one
+    with caplog.at_level("INFO", logger="privstream.operators.release_logic"):
+        for _ in range(3):
+            notice, entry = releaser.release(_per_shard_epoch(1, shards))
+            assert notice is not None and entry is None and releaser.ledger.sequence == 1
+            schema, record = decode(notice)
+            assert schema == "ReleaseRefused" and record["reason"] == BUDGET_EXHAUSTED
+            assert record["epoch"] == 1 and record["epsilon_spent"] == 1.0 and record["epsilon_total"] == 1.5
+            assert "--ledger-id" in record["detail"]
+    errors = [r for r in caplog.records if r.levelname == "ERROR" and "budget exhausted" in r.message]
+    assert len(errors) == 1  # once, not per epoch
 
 
 def test_per_shard_keyed_noise_replays_identically() -> None:

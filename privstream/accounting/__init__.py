@@ -15,6 +15,7 @@ from privstream.accounting.ledger import (
     LedgerEntry,
     LedgerFormatError,
     PrivacyLedger,
+    RunningTotals,
     most_advanced,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerFormatError",
     "PrivacyLedger",
+    "RunningTotals",
     "ZCDPBudget",
     "compose_parallel",
     "compose_sequential",

@@ -1,5 +1,7 @@
-"""One entry point for private releases of sketches: :func:`release` (and
-:func:`release_partitions` for the per-partition Alg. 3 route).
+"""One entry point for private releases of sketches: :func:`release`; for sketches of disjoint
+partitions of the input, :func:`release_disjoint` (any mechanism per partition, e.g. PMG per shard,
+summed under one charge: parallel composition) and :func:`release_partitions` (the per-partition
+Alg. 3 route, LT §7).
 
 ``release()`` is validate → select → charge → sample over the mechanism registry
 (:mod:`privstream.mechanisms.registry`); nothing here is specific to one mechanism. Which mechanisms
@@ -17,6 +19,7 @@ mechanism              needs (structure predicate over the build's guarantees)  
 ``pure_topk``          sequential MG (Alg. 3's Lemma 6.2 rests on Lemma 2), §6          domain
 ``chan_topk``          l1 <= k: every MG build (Laplace(k/ε) on the universe, top k)    domain
 ``chan_pmg``           l1 <= k: every MG build (Geom(exp(ε/(k+1))), clamp, top k)       domain
+``exact_threshold``    exact counts (EXACT: one count changes by 1), Laplace(1/ε) + T   δ > 0
 =====================  ==============================================================  =========
 
 PMG on a merged sketch is refused (§7: "we cannot run Algorithm 2 on the merged sketch"), as is any
@@ -50,8 +53,9 @@ The ledger must fit the release's accounting (checked before charging, ValueErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from privstream.accounting import Budget, PrivacyLedger
 from privstream.mechanisms.builtin import BUILTIN
@@ -186,12 +190,23 @@ def applicable_mechanisms(sketch: object, budget: Budget, *, domain: Domain | No
     return out
 
 
+#: How ``auto`` ranks a calibrated candidate (smaller is better): by default :func:`auto_key` of its
+#: bound; :func:`release_disjoint` ranks the bound it will finally state (summed over partitions).
+Rank = Callable[[Mechanism, Calibration, int | None], tuple[float, float]]
+
+
+def _default_rank(
+    mech: Mechanism, calibration: Calibration, n_bound: int | None, *, k: int
+) -> tuple[float, float]:
+    return auto_key(calibration.error_bound, k, n_bound)
+
+
 def _select(
-    mechanism: str, build: Build, request: Request, n_bound: int | None
+    mechanism: str, build: Build, request: Request, n_bound: int | None, rank: Rank | None = None
 ) -> tuple[Mechanism, Calibration]:
     """The mechanism to run and its calibration: ``mechanism`` itself (refused with the reason if
-    its declared needs are not met), or for "auto" the valid one with the smallest
-    :func:`auto_key` (registration order breaks ties). Public parameters only."""
+    its declared needs are not met), or for "auto" the valid one with the smallest ``rank``
+    (default :func:`auto_key` of its bound; registration order breaks ties). Public parameters only."""
     budget, domain = request.budget, request.domain
     if mechanism != "auto":
         chosen = get(mechanism)
@@ -209,7 +224,8 @@ def _select(
             candidates.append((mech, mech.calibrate(request)))
     if not candidates:
         raise MechanismNotApplicable("no mechanism applies: " + "; ".join(reasons))
-    return min(candidates, key=lambda c: auto_key(c[1].error_bound, request.k, n_bound))
+    by = rank or partial(_default_rank, k=request.k)
+    return min(candidates, key=lambda c: by(c[0], c[1], n_bound))
 
 
 def _charge_and_sample(
@@ -223,16 +239,16 @@ def _charge_and_sample(
     epoch: int | None,
     ledger: PrivacyLedger | None,
     label: str,
-    parts: int = 1,
+    partitioned: bool = False,
 ) -> Release:
-    """Charge the ledger once (every refusal happened before this), then draw the noise: for
-    ``parts`` > 1, ``prepared`` holds one prepared sketch per partition, each released by the
+    """Charge the ledger once (every refusal happened before this), then draw the noise: if
+    ``partitioned``, ``prepared`` holds one prepared sketch per partition (one or more), each released by the
     mechanism with the same calibration, in partition order, and the values are summed per key."""
     charged = mech.privacy.charged(budget)
     source = resolve(rng)
     if ledger is not None:
         ledger.charge(charged, mechanism=mech.name, epoch=epoch, label=label)
-    if parts == 1:
+    if not partitioned:
         items = mech.sample(prepared, request, calibration, source)
     else:
         items = _sum_items(mech.sample(part, request, calibration, source) for part in prepared)  # type: ignore[attr-defined]
@@ -262,6 +278,7 @@ def _plan(
     epoch: int | None,
     group_size: int,
     n_bound: int | None,
+    rank: Rank | None = None,
 ) -> tuple[Mechanism, Calibration, Request, int]:
     """The public part of a release, before anything is charged or drawn: check the ledger, group
     size and n_bound, select and calibrate the mechanism for the one-step budget (group privacy,
@@ -274,7 +291,7 @@ def _plan(
         get(mechanism)  # unknown names: ValueError before anything else
     term = facts.build.guarantees.sketch_term
     request = Request(facts.k, one_step_budget(budget, g), beta, declared, term)
-    chosen, calibration = _select(mechanism, facts.build, request, n_bound)
+    chosen, calibration = _select(mechanism, facts.build, request, n_bound, rank)
     if not chosen.privacy.covers(request.budget, g, budget):  # the declared map must give what is stated
         raise AssertionError(f"{chosen.name}: privacy map at {g} steps exceeds the stated {budget}")
     return chosen, calibration, request, g
@@ -443,18 +460,28 @@ def release_disjoint(
             "sketches: every partition sketch must have the same build and k, got "
             f"{sorted(b.name for b in builds)} and k in {sorted(ks)}"
         )
+    count = len(parts)
+
+    def disjoint(mech: Mechanism) -> bool:  # a domain-wide mechanism noises every item in every partition
+        return keys_disjoint and not mech.needs_domain
+
+    def rank(mech: Mechanism, calibration: Calibration, n_part: int | None) -> tuple[float, float]:
+        """auto_key of the bound this release will state: summed over partitions unless disjoint."""
+        stated = _disjoint_bound(calibration.error_bound, count, disjoint(mech))
+        n_items = None if n_part is None else n_part * (1 if disjoint(mech) else count)
+        return auto_key(stated, k, n_items)
+
+    k = parts[0].k
     chosen, calibration, request, g = _plan(
-        parts[0], budget, mechanism, float(beta) / len(parts), declared, ledger, epoch, group_size, n_bound
+        parts[0], budget, mechanism, float(beta) / count, declared, ledger, epoch, group_size, n_bound, rank
     )
     guarantees = parts[0].build.guarantees
     prepared = [chosen.prepare(s) for s in sketches]  # before the charge, as in release()
     calibration = replace(
         calibration,
         # a domain-wide mechanism noises every domain item in every partition: P noisy values per item
-        error_bound=_disjoint_bound(
-            calibration.error_bound, len(parts), keys_disjoint and not chosen.needs_domain
-        ),
-        parameters=(*calibration.parameters, ("partitions", len(parts))),
+        error_bound=_disjoint_bound(calibration.error_bound, count, disjoint(chosen)),
+        parameters=(*calibration.parameters, ("partitions", count)),
     )
     relation = replace(
         guarantees.relation,
@@ -462,5 +489,5 @@ def release_disjoint(
         references=(*guarantees.relation.references, "parallel composition over partitions (McSherry 2009)"),
     ).with_group_size(g)
     return _charge_and_sample(
-        chosen, calibration, prepared, request, relation, budget, rng, epoch, ledger, label, parts=len(parts)
+        chosen, calibration, prepared, request, relation, budget, rng, epoch, ledger, label, partitioned=True
     )

@@ -19,7 +19,13 @@ This study calls the same core functions the job's operators call on the same pe
 (the sketch operator's ``update_batch`` is exactly item by item, so message boundaries do not
 matter); ``tests/test_flink_heavy_hitters.py`` checks that the Flink job's release equals
 ``release_disjoint`` of core's per-shard sketches with the same noise. One epoch holds the whole
-workload. Study parameters (``--param``): ``shards`` (default 4).
+workload, released under the add/remove-one-event relation of time epochs (count epochs state a
+replacement and calibrate for two steps, Lemma 8.1: about twice the noise for both modes and the
+reference alike). At the default k = 65,536 every shard of these workloads holds fewer distinct
+items than k, so the sketch itself is exact there and the per-shard error is PMG's noise: the
+shared η plus each key's own (expected ratio to the reference 1.53–1.79, :func:`_expected_ratio`);
+at smaller k the n_p/(k+1) term adds to it. Study parameters (``--param``): ``shards`` (default 4),
+``goal_reps`` (default 100).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from privstream.eval.harness import Settings, StudyContext, StudyOutput, registe
 from privstream.eval.metrics import GroundTruth
 from privstream.eval.results import PlotSpec, Row
 from privstream.mechanisms.exact_threshold import exact_threshold
+from privstream.partitioning import partition_for
 from privstream.sketches import merge_in_order
 
 NAME = "streaming"
@@ -110,21 +117,23 @@ def run(ctx: StudyContext) -> StudyOutput:
     with ctx.progress(total, NAME) as bar:
         for w in workloads:
             truth = GroundTruth(w.items, top=s.top, gamma=s.gamma)
+            shard_of = partition_for(w.items, shards)  # the same hash partition as shard_sketches
             exact = exact_sketch(w, truth, sketch_rows)
             for eps in s.epsilons:
                 eligibility.append(_eligibility(w.name, truth, eps, s.delta))
             for k in sorted(s.ks):
                 bar.set_postfix(f"{w.name} k={k}")
                 parts, seconds = shard_sketches(w, k, shards)
-                sketch_rows.extend(
-                    sketch_row(w.name, f"shard {i}/{shards}", k, None, p, p.n, seconds / shards, truth)
-                    for i, p in enumerate(parts)
-                )
+                for i, p in enumerate(parts):  # each shard against its own stream's truth
+                    shard_truth = GroundTruth(w.items[shard_of == i], top=s.top, gamma=s.gamma)
+                    name = f"shard {i}/{shards}"
+                    sketch_rows.append(
+                        sketch_row(w.name, name, k, None, p, p.n, seconds / shards, shard_truth)
+                    )
                 start = time.perf_counter()
                 merged = merge_in_order(parts)
-                sketch_rows.append(
-                    sketch_row(w.name, "merged", k, None, merged, w.n, time.perf_counter() - start, truth)
-                )
+                seconds += time.perf_counter() - start  # the merged row: every shard's updates + the merge
+                sketch_rows.append(sketch_row(w.name, "merged", k, None, merged, w.n, seconds, truth))
                 sketches: dict[str, Any] = {"shards": parts, "merged": merged, "exact": exact}
                 for eps in s.epsilons:
                     cell = Cell(w, truth, k, eps)
@@ -183,39 +192,39 @@ def _expected_ratio(epsilon: float) -> float:
 
 
 def _goal_claim(runs: Sequence[Row], eligibility: Sequence[Row], ks: Sequence[int]) -> Claim:
-    """Per-shard MAE on the true top-10 within 2× of the exact reference's, at the largest k: the
-    mean over every eligible workload's releases at each ε (per-workload ratios in the text)."""
+    """Per-shard MAE on the true top-10 within 2× of the exact reference's, at the largest k, on
+    every eligible (workload, ε) — each stream on its own; the ratio pooled over the workloads and
+    the exact expected ratio of the two noise laws are reported beside it."""
     k = max(ks)
     eligible = {(e["workload"], e["epsilon"]) for e in eligibility if e["eligible"]}
     per_shard, exact = _cells(runs, PER_SHARD), _cells(runs, EXACT)
     pooled: dict[float, tuple[list[Row], list[Row]]] = {}
-    detail = []
+    cells = []
     for (workload, kk, eps), rows in sorted(per_shard.items()):
         if kk != k or (workload, eps) not in eligible:
             continue
         ref = exact[(workload, kk, eps)]
         pooled.setdefault(eps, ([], []))[0].extend(rows)
         pooled[eps][1].extend(ref)
-        detail.append(f"{workload} ε={eps:g} {_mean(rows, 'mae_high'):.2f}/{_mean(ref, 'mae_high'):.2f}")
+        cells.append((workload, eps, _mean(rows, "mae_high") / max(_mean(ref, "mae_high"), 1e-9)))
     claim = f"the job's default (per shard) is within {GOAL_RATIO:g}x of an exact-count private histogram"
     expected = (
-        f"at k={k}, per ε over the workloads whose top-10 counts exceed {ELIGIBLE_MULTIPLE}x the "
-        f"reference's threshold: mean MAE top-10 per shard <= {GOAL_RATIO:g} x the reference's"
+        f"at k={k}, on every (workload, ε) whose top-10 counts exceed {ELIGIBLE_MULTIPLE}x the "
+        f"reference's threshold: MAE top-10 per shard <= {GOAL_RATIO:g} x the reference's"
     )
-    if not pooled:
+    if not cells:
         return Claim.skip(claim, "streaming goal", "no eligible (workload, ε)", expected)
-    ratios = {
-        eps: _mean(mine, "mae_high") / max(_mean(ref, "mae_high"), 1e-9)
-        for eps, (mine, ref) in pooled.items()
-    }
-    measured = "; ".join(
-        f"ε={eps:g}: {ratio:.2f}x (expected {_expected_ratio(eps):.2f}x)"
-        for eps, ratio in sorted(ratios.items())
+    worst = max(cells, key=lambda c: c[2])
+    pooled_text = "; ".join(
+        f"ε={eps:g} {_mean(mine, 'mae_high') / max(_mean(ref, 'mae_high'), 1e-9):.2f}x "
+        f"(expected {_expected_ratio(eps):.2f}x)"
+        for eps, (mine, ref) in sorted(pooled.items())
     )
-    measured += f" [per workload, per shard/reference: {', '.join(detail)}]"
-    return Claim.check(
-        claim, "streaming goal", measured, expected, all(r <= GOAL_RATIO for r in ratios.values())
+    measured = (
+        f"worst {worst[0]} ε={worst[1]:g}: {worst[2]:.2f}x; pooled over workloads: {pooled_text}; "
+        f"per cell: {', '.join(f'{w} ε={e:g} {r:.2f}x' for w, e, r in cells)}"
     )
+    return Claim.check(claim, "streaming goal", measured, expected, all(r <= GOAL_RATIO for _, _, r in cells))
 
 
 def _threshold_claim(runs: Sequence[Row], ks: Sequence[int]) -> Claim:
