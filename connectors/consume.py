@@ -190,6 +190,10 @@ class RecordConsumer:
         """Fetch nothing more from ``partition`` (e.g. once a scan found what it wanted there)."""
         self._consumer.pause(self._tps[partition])
 
+    def resume(self, partition: int) -> None:
+        """Fetch from ``partition`` again after :meth:`pause`."""
+        self._consumer.resume(self._tps[partition])
+
     @contextmanager
     def _rewind(self, polled: Sequence[Any], returned: int = 0) -> Iterator[None]:
         """If the body raises, seek every partition in ``polled`` back to its first polled offset (and

@@ -15,22 +15,24 @@ latest entry of each ledger, which holds the whole state), and ``LedgerFence`` k
    still open on the topic holds the read until it ends;
 3. verify the ledger's chain on the way (:meth:`privstream.accounting.PrivacyLedger.apply`): the
    first entry seen starts the state (on a compacted topic, the only one left: O(1) records),
-   every later one must be the next link (O(entries) without compaction, constant work each).
+   every later one must be the next link (O(entries) without compaction, constant work each);
+4. if another writer of the ledger (a fence or heartbeat of another nonce) was alive less than
+   ``lease_s`` ago, keep reading until that record is ``lease_s`` old: a newer record of that
+   writer means a second live job, and the start is refused
+   (:mod:`~privstream.connectors.ledger_lease`).
 
 Anything else refuses the start with :class:`LedgerUnavailable`, whose message says what to check:
 a broker or topic that cannot be read, a fence that does not come back in time, an undecodable or
 unexpected record, a broken chain (gap, reorder, edit, or a fork: two jobs charged the same ledger
 from the same state), entries of the ledger on two partitions, or a ledger whose total or
-composition differs from the job's. The returned state carries the nonce as its ``writer``, so
+composition differs from the job's, or another live job with the same ledger id. The returned state carries the nonce as its ``writer``, so
 every entry the job writes names the start-up that wrote it (a fork's message names both).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,12 +40,11 @@ from typing import Any
 from privstream.connectors.avro_codec import AvroDecodeError, encode
 from privstream.connectors.clients import kafka_producer
 from privstream.connectors.consume import DecodedRecord, TopicNotFound, committed_reader
+from privstream.connectors.ledger_lease import FENCE_SUFFIX, LeaseWatch, LiveWriter, fence_record
 
 from privstream.accounting import LedgerEntry, LedgerFormatError, PrivacyLedger, most_advanced
 
 logger = logging.getLogger(__name__)
-
-FENCE_SUFFIX = "/fence"
 
 
 class LedgerUnavailable(RuntimeError):
@@ -102,20 +103,6 @@ class LedgerRead:
     seconds: float  #: time from the fence write to the end of the read
 
 
-def _fence(ledger_id: str, nonce: str, job_name: str) -> bytes:
-    return encode(
-        "LedgerFence",
-        {
-            "ledger_id": ledger_id,
-            "nonce": nonce,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "job_name": job_name,
-            "fence_time": int(time.time() * 1000),
-        },
-    )
-
-
 def write_fences(
     bootstrap: str,
     topic: str,
@@ -128,7 +115,7 @@ def write_fences(
     """Write this start-up's fence to every partition and wait for the broker's acknowledgement."""
     producer = kafka_producer(bootstrap, acks="all")
     try:
-        value, key = _fence(ledger_id, nonce, job_name), (ledger_id + FENCE_SUFFIX).encode()
+        value, key = fence_record(ledger_id, nonce, job_name), (ledger_id + FENCE_SUFFIX).encode()
         futures = [producer.send(topic, key=key, value=value, partition=p) for p in partitions]
         producer.flush(timeout=timeout_s)
         for future in futures:
@@ -145,6 +132,7 @@ class _ChainReader:
         self.state: PrivacyLedger | None = None
         self.partition: int | None = None
         self.entries = 0
+        self.writer = ""  #: the writer of the last entry added
 
     def add(self, record: DecodedRecord) -> None:
         where = f"partition {record.partition} offset {record.offset}"
@@ -156,6 +144,7 @@ class _ChainReader:
         self.partition = record.partition
         try:
             found = record_state(record.value)
+            self.writer = "" if isinstance(found, PrivacyLedger) else found.writer
             if isinstance(found, PrivacyLedger):  # a migrated version-1 state
                 self.state = found if self.state is None else most_advanced(self.state, found)
             elif self.state is None:  # the first entry kept (the only one, after compaction)
@@ -189,19 +178,43 @@ def read_ledger(
     *,
     job_name: str = "privstream",
     timeout_s: float = 60.0,
+    lease_s: float = 30.0,
 ) -> LedgerRead:
     """Establish the state of ledger ``expected.ledger_id`` on ``topic`` (``expected``: the empty
-    ledger the job would start with: id, total, composition) by the fence protocol (module doc).
-    Raises :class:`LedgerUnavailable` if the state cannot be established; never returns a partial
-    read. ``timeout_s`` bounds the whole read."""
+    ledger the job would start with: id, total, composition) by the fence protocol (module doc),
+    then make sure no other writer of the ledger is live (:mod:`~privstream.connectors.ledger_lease`:
+    a writer alive less than ``lease_s`` ago is watched for up to ``lease_s``). Raises
+    :class:`LedgerUnavailable` if the state cannot be established or another writer is live; never
+    returns a partial read. ``timeout_s`` bounds the read to the fences."""
     if not timeout_s > 0:
         raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
+    if not lease_s > 0:
+        raise ValueError(f"lease_s: must be > 0, got {lease_s!r}")
     ledger_id = expected.ledger_id
     advice = f"check --bootstrap {bootstrap} and --ledger-topic {topic}"
     nonce = secrets.token_hex(16)
     start = time.monotonic()
     chain = _ChainReader(expected)
+    watch = LeaseWatch(ledger_id, nonce, lease_s)
     records = 0
+
+    def fold(record: DecodedRecord) -> None:
+        if record.schema == "LedgerFence":
+            if record.value["nonce"] == nonce:
+                pending.discard(record.partition)
+                reader.pause(record.partition)
+            else:
+                watch.seen(record.value, record.partition)
+        elif record.schema == "LedgerEntry":
+            if record.value["ledger_id"] == ledger_id:
+                chain.add(record)
+                watch.entry_seen(chain.writer)
+        else:
+            raise LedgerUnavailable(
+                f"unexpected {record.schema} record on the ledger topic at partition "
+                f"{record.partition} offset {record.offset}; {advice} (is it another topic?)"
+            )
+
     try:
         with committed_reader(bootstrap, topic) as reader:
             partitions = list(reader.partitions)
@@ -210,19 +223,21 @@ def read_ledger(
             remaining = max(timeout_s - (time.monotonic() - start), 0.001)
             for record in reader.records(until=lambda: not pending, timeout_s=remaining):
                 records += 1
-                if record.schema == "LedgerFence":
-                    if record.value["nonce"] == nonce:
-                        pending.discard(record.partition)
-                        reader.pause(record.partition)
-                elif record.schema == "LedgerEntry":
-                    if record.value["ledger_id"] == ledger_id:
-                        chain.add(record)
-                else:
-                    raise LedgerUnavailable(
-                        f"unexpected {record.schema} record on the ledger topic at partition "
-                        f"{record.partition} offset {record.offset}; {advice} (is it another topic?)"
-                    )
+                fold(record)
+            watch_until = watch.start_watch()
+            if watch_until:  # another writer was alive within the lease: is it still?
+                for partition in partitions:
+                    reader.resume(partition)
+                for record in reader.records(until=lambda: time.time() >= watch_until):
+                    records += 1
+                    fold(record)
         state = chain.result(nonce)
+    except LiveWriter as exc:
+        raise LedgerUnavailable(
+            f"refusing to start: another job with ledger id {ledger_id!r} is running: {exc}. Two live "
+            "jobs would charge the same budget twice; stop the other job first (if it was just stopped "
+            f"or killed, retry after {lease_s:g} s: --ledger-lease)"
+        ) from exc
     except LedgerUnavailable as exc:
         raise LedgerUnavailable(f"refusing to start: {exc}") from exc.__cause__
     except TopicNotFound as exc:

@@ -1,6 +1,7 @@
 """``privstream run <job> …``: run a Flink job locally (a MiniCluster in this process).
 
-Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`). To submit to a cluster instead, use
+Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`) and ``continual-monitor``
+(:mod:`privstream.jobs.continual_monitor`). To submit to a cluster instead, use
 Flink's own client: ``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
 """
 
@@ -9,7 +10,10 @@ from __future__ import annotations
 import argparse
 
 #: job name -> module with ``configure(parser)`` and ``run(args) -> int``
-JOBS = {"heavy-hitters": "privstream.jobs.heavy_hitters"}
+JOBS = {
+    "heavy-hitters": "privstream.jobs.heavy_hitters",
+    "continual-monitor": "privstream.jobs.continual_monitor",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -149,6 +149,7 @@ class HeavyHittersConfig:
     releases_topic: str = "releases"
     ledger_topic: str = "ledger"
     ledger_timeout: timedelta = timedelta(seconds=60)
+    ledger_lease: timedelta = timedelta(seconds=60)
     dlq_topic: str | None = None
     stop_offsets: dict[int, int] | None = None
     stop_at_end_markers: bool = False
@@ -289,6 +290,7 @@ class HeavyHittersConfig:
         _int("--restart-attempts", self.restart_attempts, 0)
         _milliseconds("--checkpoint-interval", self.checkpoint_interval, 1)
         _milliseconds("--ledger-timeout", self.ledger_timeout, 1)
+        _milliseconds("--ledger-lease", self.ledger_lease, 3)
         for pair in self.flink_conf:
             if len(pair) != 2 or not all(isinstance(part, str) for part in pair) or not pair[0].strip():
                 raise ConfigError(f"--flink-conf: expected (KEY, VALUE) string pairs, got {pair!r}")

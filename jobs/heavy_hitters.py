@@ -136,6 +136,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="how long the start-up may take to read the ledger topic to its end; the job refuses to "
         "start if it cannot (default 60s)",
     )
+    p.add_argument(
+        "--ledger-lease",
+        default="60s",
+        help="a running job writes a heartbeat to the ledger topic every third of this; a start-up that "
+        "finds another writer of the same ledger id alive less than this ago waits up to this long for "
+        "its next heartbeat and refuses to start if it comes (a second live job). A restart right after "
+        "a stop waits up to this once (default 60s)",
+    )
     p.add_argument("--dlq-topic", default=None, help="dead-letter topic (default: <topic>-dlq)")
     p.add_argument(
         "--stop-offsets", default=None, help="bounded run: PARTITION:END_OFFSET for every partition"
@@ -225,6 +233,7 @@ def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
         releases_topic=args.releases_topic,
         ledger_topic=args.ledger_topic,
         ledger_timeout=_duration(args.ledger_timeout, "--ledger-timeout"),
+        ledger_lease=_duration(args.ledger_lease, "--ledger-lease"),
         dlq_topic=args.dlq_topic,
         stop_offsets=_stop_offsets(args.stop_offsets),
         stop_at_end_markers=args.stop_at_end_markers,

@@ -114,6 +114,7 @@ class HeavyHittersJob:
             new_ledger(config.release, config.spec),
             job_name=config.job_name,
             timeout_s=config.ledger_timeout.total_seconds(),
+            lease_s=config.ledger_lease.total_seconds(),
         )
         return KafkaInputs(len(partitions), stop_offsets, ledger.state)
 

@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from privstream.connectors.ledger_lease import LedgerLease
 from privstream.jobs.config import HeavyHittersConfig, TestHooks
 
 
@@ -51,6 +52,23 @@ def flink_configuration(config: HeavyHittersConfig, jars: list[str], checkpoint_
 
 def _txn_prefix(config: HeavyHittersConfig, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-{config.release.ledger_id}-{what}")
+
+
+def _lease(config: HeavyHittersConfig, initial_ledger: bytes | None) -> LedgerLease | None:
+    """The release operator's ledger lease (heartbeats as the start-up's writer), if the ledger
+    topic was read (``initial_ledger``)."""
+    if initial_ledger is None:
+        return None
+    from privstream.accounting import PrivacyLedger
+
+    return LedgerLease(
+        bootstrap=config.bootstrap,
+        topic=config.ledger_topic,
+        ledger_id=config.release.ledger_id,
+        writer=PrivacyLedger.from_bytes(initial_ledger).writer,
+        job_name=config.job_name,
+        lease_s=config.ledger_lease.total_seconds(),
+    )
 
 
 def build_pipeline(
@@ -107,6 +125,7 @@ def build_pipeline(
                 config.policy,
                 initial_ledger,
                 expose_sketches=bool(hooks.expose_sketches_topic),
+                lease=_lease(config, initial_ledger),
             ),
             output_type=BYTES,
         )

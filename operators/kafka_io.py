@@ -35,8 +35,10 @@ def events_source(
     topic: str,
     group_id: str,
     stop_offsets: dict[int, int] | None = None,
+    table: str = "privstream_events",
 ) -> DataStream:
-    """Rows ``(payload, part, off)`` from ``topic`` starting at the earliest offset."""
+    """Rows ``(payload, part, off)`` from ``topic`` starting at the earliest offset (``table``: the
+    temporary table's name; one per source of a job)."""
     options = {
         "connector": "kafka",
         "topic": sql_option_value(topic, "topic"),
@@ -52,7 +54,6 @@ def events_source(
             f"partition:{p},offset:{o}" for p, o in sorted(stop_offsets.items())
         )
     with_clause = ",\n".join(f"'{k}' = '{v}'" for k, v in options.items())
-    table = "privstream_events"
     t_env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {table}")
     t_env.execute_sql(
         f"CREATE TEMPORARY TABLE {table} (payload BYTES, part INT METADATA FROM 'partition' VIRTUAL, "

@@ -8,7 +8,8 @@ budget spent by an earlier one); a job restored from a savepoint or checkpoint t
 advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
 charges recorded after it. Main output: Avro ``Release`` bytes (``ReleaseRefused`` for an epoch the
 exhausted budget refuses); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
-for the compacted topic; side output ``SKETCHES``
+for the compacted topic (while it runs, the operator also heartbeats on that topic as the
+ledger's writer: :mod:`~privstream.connectors.ledger_lease`); side output ``SKETCHES``
 (only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise sketches.
 Both sinks are transactional, so a restore never publishes a release or a charge twice.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
+from privstream.connectors.ledger_lease import Heartbeat, LedgerLease
 from privstream.operators.epochs import EpochPolicy
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, reconcile_ledgers
@@ -44,18 +46,25 @@ class ReleaseFunction(KeyedProcessFunction):
         policy: EpochPolicy,
         initial_ledger: bytes | None = None,
         expose_sketches: bool = False,
+        lease: LedgerLease | None = None,
     ) -> None:
         self.config = config
         self.spec = spec
         self.policy = policy
         self.initial_ledger = initial_ledger
         self.expose_sketches = expose_sketches
+        self.lease = lease
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
         self.noise_key = runtime_context.get_state(ValueStateDescriptor("noise-key", BYTES))
         # Reconciled with the restored ledger once per open(); open() runs again after every restore.
         self._pending_initial: bytes | None = self.initial_ledger
+        self._heartbeat = None if self.lease is None else Heartbeat(self.lease).start()
+
+    def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
 
     def _noise_key(self) -> bytes:
         """The secret key of this job's replay-stable noise (drawn once from the CSPRNG, checkpointed)."""

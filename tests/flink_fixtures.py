@@ -106,6 +106,7 @@ class PhasedProducer:
         batch_size: int = 500,
         seed: int = 11,
         malformed_partition: int | None = 1,
+        **producer_config: Any,
     ) -> None:
         from privstream.connectors.produce import EventProducer
 
@@ -118,7 +119,9 @@ class PhasedProducer:
         )
         self.half = (events // batch_size // 2) * batch_size
         self.malformed_partition = malformed_partition
-        self.producer = EventProducer(bootstrap, topic, events_per_message=batch_size, key_by="item")
+        self.producer = EventProducer(
+            bootstrap, topic, events_per_message=batch_size, key_by="item", **producer_config
+        )
         self.stream = ProducedStream(
             bootstrap, topic, partitions, batch_size, {p: [] for p in range(partitions)}
         )
@@ -205,6 +208,7 @@ def job_config(
         dlq_topic=f"{out_prefix}-dlq",
         ledger_id=f"test/{out_prefix}",
         checkpoint_interval=timedelta(milliseconds=500),
+        ledger_lease=timedelta(seconds=3),  # a restart over the same ledger waits at most this
         stop_offsets=stop_offsets,
         stop_at_end_markers=stop_offsets is None,
         **options,
@@ -313,6 +317,8 @@ class StandaloneCluster:
             "jobmanager.memory.process.size": "1024m",
             "taskmanager.memory.process.size": "1728m",
             "taskmanager.numberOfTaskSlots": 2,
+            "heartbeat.interval": 2000,  # a killed TaskManager is noticed within heartbeat.timeout
+            "heartbeat.timeout": 10000,
             "python.executable": sys.executable,
         }
         (conf / "config.yaml").write_text("".join(f"{k}: {json_scalar(v)}\n" for k, v in settings.items()))
@@ -354,10 +360,32 @@ class StandaloneCluster:
             time.sleep(0.5)
         raise RuntimeError(f"standalone cluster did not come up; logs in {self.workdir / 'log'}")
 
-    def submit(self, script: Path, *args: str, timeout_s: float = 300.0) -> Any:
+    def submit(self, script: Path, *args: str, timeout_s: float = 300.0, detached: bool = False) -> Any:
+        flags = ["-d"] if detached else []
         return self._bin(
-            "flink", "run", "-m", f"localhost:{self.rest_port}", "-py", str(script), *args, timeout=timeout_s
-        )
+            "flink", "run", *flags, "-m", f"localhost:{self.rest_port}", "-py", str(script), *args,
+            timeout=timeout_s,
+        )  # fmt: skip
+
+    def rest(self, path: str) -> Any:
+        """A GET of the cluster's REST API (decoded JSON)."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://localhost:{self.rest_port}{path}", timeout=10) as resp:
+            return json.load(resp)
+
+    def taskmanager_pids(self) -> list[int]:
+        """The TaskManager processes (from their pid file)."""
+        pids = []
+        for pid_file in self.workdir.glob("*taskexecutor.pid"):
+            pids += [int(line) for line in pid_file.read_text().split() if line.strip()]
+        return pids
+
+    def start_taskmanager(self) -> None:
+        proc = self._bin("taskmanager.sh", "start")
+        if proc.returncode != 0:
+            raise RuntimeError(f"taskmanager.sh start failed: {proc.stdout}\n{proc.stderr}")
 
     def stop(self) -> None:
         self._bin("stop-cluster.sh", timeout=60.0)

@@ -91,6 +91,28 @@ SAMPLES: dict[str, list[dict]] = {
             "entry_time": 8,
         }
     ],
+    "ContinualUpdate": [
+        {
+            "node": 2,
+            "epoch": 19000,
+            "step": 3,
+            "mode": "lu",
+            "updates": [{"item": 4, "value": 17}, {"item": 9, "value": 0}],
+            "tables": [],
+            "words": 4,
+            "update_time": 5,
+        },
+        {
+            "node": 0,
+            "epoch": 1,
+            "step": 1,
+            "mode": "bf",
+            "updates": [],
+            "tables": [b"\x00\x01"],
+            "words": 1,
+            "update_time": 0,
+        },
+    ],
     "LedgerFence": [
         {"ledger_id": "job-1", "nonce": "ab" * 16, "host": "h", "pid": 7, "job_name": "j", "fence_time": 9}
     ],

@@ -13,6 +13,8 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from privstream.connectors.ledger_topic import LedgerUnavailable, read_ledger
+from privstream.operators.release_logic import new_ledger
 
 from privstream.accounting import Budget, PrivacyLedger
 from privstream.mechanisms import release_disjoint
@@ -139,6 +141,12 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     )
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     assert not marker.exists()
+    # while it runs, its release operator heartbeats: a second start-up with its ledger id is refused
+    config = job_config(phased.stream, prefix)
+    with pytest.raises(LedgerUnavailable, match=f"another job with ledger id '{config.release.ledger_id}'"):
+        read_ledger(
+            flink_broker.bootstrap, config.ledger_topic, new_ledger(config.release, config.spec), lease_s=3.0
+        )
     phased.rest()  # shard 0 passes 14000 events: the operator throws once, Flink restores a checkpoint
     client.get_job_execution_result().result()
     assert marker.exists()  # the failure did happen

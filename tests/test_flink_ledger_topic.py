@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -20,6 +21,7 @@ import pytest
 from privstream.connectors.avro_codec import SchemaRegistry, decode, encode
 from privstream.connectors.clients import free_port, kafka_producer
 from privstream.connectors.consume import read_topic
+from privstream.connectors.ledger_lease import FENCE_SUFFIX, Heartbeat, LedgerLease, fence_record
 from privstream.connectors.ledger_topic import LedgerUnavailable, entry_record, read_ledger
 from privstream.jobs.config import HeavyHittersConfig
 from privstream.jobs.job import HeavyHittersJob
@@ -49,6 +51,7 @@ def config(kafka_broker: Any) -> HeavyHittersConfig:
         epoch=10,
         m=2,
         ledger_timeout=timedelta(seconds=10),
+        ledger_lease=timedelta(seconds=1),  # a start-up after another one waits at most this
     )
 
 
@@ -57,7 +60,13 @@ def _empty(config: HeavyHittersConfig) -> PrivacyLedger:
 
 
 def _read(config: HeavyHittersConfig, timeout_s: float = 10.0) -> Any:
-    return read_ledger(config.bootstrap, config.ledger_topic, _empty(config), timeout_s=timeout_s)
+    return read_ledger(
+        config.bootstrap,
+        config.ledger_topic,
+        _empty(config),
+        timeout_s=timeout_s,
+        lease_s=config.ledger_lease.total_seconds(),
+    )
 
 
 def _send(config: HeavyHittersConfig, values: list[bytes], key: bytes = LEDGER_ID.encode()) -> None:
@@ -276,12 +285,67 @@ def test_an_exhausted_budget_stops_releases_not_the_job(hh_stream: Any) -> None:
     ledger = read_topic(config.bootstrap, config.ledger_topic, idle_s=1.0)
     entries = [r.value for r in ledger if r.schema == "LedgerEntry"]
     assert [e["sequence"] for e in entries] == [1, 2, 3]  # the refusals charged nothing
-    assert [r.schema for r in ledger].count("LedgerFence") == 2  # one per start
-    after = read_ledger(config.bootstrap, config.ledger_topic, new_ledger(config.release, config.spec))
+    fences = [r.value for r in ledger if r.schema == "LedgerFence"]
+    first_writer = LedgerEntry.from_bytes(entries[0]["entry"]).writer
+    beats = [f for f in fences if f["nonce"] == first_writer]
+    assert len({f["nonce"] for f in fences}) == 2  # one writer per start
+    assert len(beats) >= 2  # the first run's fence and its release operator's heartbeats
+    after = read_ledger(
+        config.bootstrap, config.ledger_topic, new_ledger(config.release, config.spec), lease_s=3.0
+    )
     state = PrivacyLedger.from_bytes(after.state)
     assert state.sequence == 3 and state.spent() == Budget(1.0, 1e-6)  # the chain verifies
     figures.update(
-        releases=3, refused=len(refused), ledger_entries=len(entries), fences=2, start_up_read_s=after.seconds
+        releases=3,
+        refused=len(refused),
+        ledger_entries=len(entries),
+        fences_and_heartbeats=len(fences),
+        start_up_read_s=after.seconds,
     )
     assert figures["run 1: events counted"] == figures["run 2: events counted"] == len(hh_stream.items)
     print(f"\nexhausted-budget run figures: {figures}")
+
+
+def test_a_live_writer_refuses_a_second_start(config: HeavyHittersConfig, refuses_before_flink) -> None:
+    """A writer whose heartbeats go on (the release operator's :class:`Heartbeat`, here outside Flink)
+    makes a second start-up with the same ledger id refuse, naming it; once the heartbeats stop, a
+    start-up waits out the lease and proceeds."""
+    lease = LedgerLease(
+        config.bootstrap,
+        config.ledger_topic,
+        LEDGER_ID,
+        "job-a",
+        "first job",
+        config.ledger_lease.total_seconds(),
+    )
+    heartbeat = Heartbeat(lease).start()
+    try:
+        message = refuses_before_flink(config)
+        assert f"another job with ledger id {LEDGER_ID!r} is running" in message
+        assert "writer job-a (job 'first job'" in message and "--ledger-lease" in message
+        assert heartbeat.beats >= 1
+    finally:
+        heartbeat.stop()
+    read = _read(config)  # the writer fell silent: gone
+    assert PrivacyLedger.from_bytes(read.state).sequence == 0
+
+
+def test_old_and_silent_writers_do_not_block_a_start(
+    config: HeavyHittersConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fence older than the lease is ignored; a recent one whose writer never writes again is
+    waited out (the start-up waits, then proceeds); another ledger's heartbeats are ignored."""
+    now = int(time.time() * 1000)
+    key = (LEDGER_ID + FENCE_SUFFIX).encode()
+    _send(config, [fence_record(LEDGER_ID, "stale", "old job", time_ms=now - 60_000)], key=key)
+    _send(config, [fence_record(LEDGER_ID, "silent", "refused job")], key=key)
+    other = LedgerLease(config.bootstrap, config.ledger_topic, "other", "job-b", "other ledger", 1.0)
+    heartbeat = Heartbeat(other).start()
+    try:
+        with caplog.at_level("WARNING", logger="privstream.connectors.ledger_lease"):
+            read = _read(config)
+    finally:
+        heartbeat.stop()
+    assert PrivacyLedger.from_bytes(read.state).writer == read.nonce
+    waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert len(waits) == 1 and "writer silent" in waits[0]  # not "stale", not the other ledger's

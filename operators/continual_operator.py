@@ -1,0 +1,87 @@
+"""The continual-monitor job's Flink operators (bodies in :mod:`privstream.operators.continual_logic`).
+
+:class:`ContinualNodeFunction` is the keyed node operator (one key = one node = one partition of
+the events topic). It is the heavy-hitters sketch operator with the node in place of the shard
+sketcher: the same decoding, dead letters, end of input (``EndMarker`` or the final watermark) and
+test faults; its keyed state is the open steps' items (``MapState``), the punctuation clock and the
+node protocol's state (PCC with its secret noise key, Last(x)), all checkpointed with the Kafka
+offsets, so a restore replays exactly the messages after the checkpoint into exactly that state
+(and the keyed noise redraws the same values). Its output is ``ContinualUpdate`` bytes for the
+updates topic. :class:`ContinualAggregatorFunction` (one key) reads the updates topic and emits
+``Release`` bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from privstream.operators.continual_logic import ContinualAggregator, ContinualNode, ContinualSettings
+from privstream.operators.epochs import ShardProgress
+from privstream.operators.faults import TestFaults
+from privstream.operators.kafka_io import BYTES
+from privstream.operators.sketch_operator import ShardSketchFunction, _MapStateStore
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+
+
+class _EventsOnly:
+    """What the inherited decoding needs of a sketch spec: nodes read events, not user sets."""
+
+    user_sets = False
+
+
+class ContinualNodeFunction(ShardSketchFunction):
+    """Per-node time steps and protocol; emits ``ContinualUpdate`` bytes as steps close."""
+
+    def __init__(self, settings: ContinualSettings, topic: str, faults: TestFaults | None = None) -> None:
+        super().__init__(_EventsOnly(), settings.policy, topic, faults, settings.nodes)  # type: ignore[arg-type]
+        self.settings = settings
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        super().open(runtime_context)
+        self.protocol = runtime_context.get_state(ValueStateDescriptor("node-protocol", BYTES))
+
+    def _sketcher(self, shard: int) -> Any:
+        value = self.protocol.value()
+        return _SavingNode(
+            shard,
+            self.settings,
+            None if value is None else bytes(value),
+            _MapStateStore(self.sketches),
+            ShardProgress.from_bytes(self.progress.value()),
+            self.protocol,
+        )
+
+
+class _SavingNode(ContinualNode):
+    """A node that writes its protocol state back to Flink state whenever steps close."""
+
+    def __init__(self, *args: Any) -> None:
+        *node_args, self._state = args
+        super().__init__(*node_args)
+
+    def _close_through(self, last: int | None) -> list[bytes]:
+        out = super()._close_through(last)
+        if out:
+            self._state.update(self.protocol_bytes())
+        return out
+
+
+class ContinualAggregatorFunction(KeyedProcessFunction):
+    """The aggregator over the updates topic's rows ``(payload, partition, offset)``."""
+
+    def __init__(self, settings: ContinualSettings) -> None:
+        self.settings = settings
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.state = runtime_context.get_state(ValueStateDescriptor("aggregator", BYTES))
+        self._aggregator: ContinualAggregator | None = None  # rebuilt from state after every restore
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[bytes]:
+        if self._aggregator is None:
+            stored = self.state.value()
+            self._aggregator = ContinualAggregator(self.settings, None if stored is None else bytes(stored))
+        out = self._aggregator.add(bytes(value[0]))
+        self.state.update(self._aggregator.to_bytes())
+        yield from out
