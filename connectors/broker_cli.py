@@ -12,7 +12,11 @@ import argparse
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None, help="listen port (default: a free port)")
     parser.add_argument(
-        "--data", metavar="DIR", default=None, help="durable storage directory (needs s3rver)"
+        "--data",
+        metavar="DIR",
+        default=None,
+        help="durable storage directory (needs s3rver; for light development use: under a Flink job's "
+        "transactional load s3rver loses tansu's conditional writes, see docs/stack-facts.md)",
     )
     parser.add_argument("--partitions", type=int, default=4, help="partitions of 'events'/'ldp-reports'")
     parser.add_argument("--no-topics", action="store_true", help="do not create the default topics")

@@ -17,8 +17,18 @@ A job restarted by Flink from its checkpoint keeps its writer nonce, so its hear
 on. Restarting a job right after stopping it waits up to ``lease`` once. Record times are the
 writers' wall clocks: hosts whose clocks differ by more than a fraction of the lease make the check
 wait longer (clock behind) or decide earlier that a writer is gone (clock ahead); keep clocks
-synchronised (NTP). Two start-ups racing within one heartbeat of each other: the one whose fence
-comes first on the topic is seen by the other, which refuses once the first heartbeats.
+synchronised (NTP).
+
+Liveness is decided on partition 0 alone, where heartbeats go: of two start-ups racing, the one
+whose fence comes first there does not watch the other (records behind a start-up's own fence are
+later start-ups, which will see it), and the other watches it and refuses once it heartbeats. The
+launcher heartbeats from the end of its read for one lease (:class:`Heartbeat` ``duration_s``), so
+the job's release operator has about two leases from the fence to take over. A running job does not
+heartbeat while Flink fails it over (TaskManager loss, restart delay, slot wait, Python workers):
+a failover longer than the lease lets another start-up through, and the chain fork is then found at
+the next start-up. Heartbeats are not transactional, but a start-up reads with ``read_committed``
+and cannot pass the job's open ledger transaction until its checkpoint commits: hence the lease must
+be at least three checkpoint intervals (the job's configuration checks it).
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ from privstream.connectors.clients import kafka_producer
 logger = logging.getLogger(__name__)
 
 FENCE_SUFFIX = "/fence"
+#: heartbeats go to partition 0; liveness is decided from its records (one total order)
+HEARTBEAT_PARTITION = 0
 
 
 def fence_record(ledger_id: str, nonce: str, job_name: str, time_ms: int | None = None) -> bytes:
@@ -77,8 +89,9 @@ class Heartbeat:
     never fails because a heartbeat could not be written (a starting job may then miss that this one
     is live only if no beat gets through for a whole lease)."""
 
-    def __init__(self, lease: LedgerLease) -> None:
+    def __init__(self, lease: LedgerLease, duration_s: float | None = None) -> None:
         self.lease = lease
+        self.duration_s = duration_s  #: stop by itself after this long (None: until stop())
         self.beats = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ledger-heartbeat", daemon=True)
@@ -95,12 +108,15 @@ class Heartbeat:
         lease = self.lease
         key = (lease.ledger_id + FENCE_SUFFIX).encode()
         producer: Any = None
-        while not self._stop.is_set():
+        deadline = None if self.duration_s is None else time.monotonic() + self.duration_s
+        while not self._stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:
                 if producer is None:
                     producer = kafka_producer(lease.bootstrap, acks="all")
                 value = fence_record(lease.ledger_id, lease.writer, lease.job_name)
-                producer.send(lease.topic, key=key, value=value, partition=0).get(timeout=lease.lease_s)
+                producer.send(lease.topic, key=key, value=value, partition=HEARTBEAT_PARTITION).get(
+                    timeout=lease.lease_s
+                )
                 self.beats += 1
             except Exception as exc:  # broker down or slow: retry at the next beat
                 logger.warning("ledger %r: heartbeat not written: %s", lease.ledger_id, exc)
@@ -146,9 +162,10 @@ class LeaseWatch:
         if nonce not in self.writers or writer.time_ms > self.writers[nonce].time_ms:
             self.writers[nonce] = writer
 
-    def entry_seen(self, writer_nonce: str) -> None:
-        """A ledger entry arrived while watching: its writer is live (unless it is this start-up)."""
-        if self._watched and writer_nonce != self.own_nonce:
+    def entry_seen(self, writer_nonce: str, *, force: bool = False) -> None:
+        """A ledger entry arrived after this start-up's fence (``force``) or while watching: its writer
+        is live (unless it is this start-up)."""
+        if (force or self._watched) and writer_nonce != self.own_nonce:
             raise LiveWriter(f"writer {writer_nonce} charged ledger {self.ledger_id!r} during this start-up")
 
     def start_watch(self, now_ms: int | None = None) -> float:

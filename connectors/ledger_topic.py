@@ -40,7 +40,13 @@ from typing import Any
 from privstream.connectors.avro_codec import AvroDecodeError, encode
 from privstream.connectors.clients import kafka_producer
 from privstream.connectors.consume import DecodedRecord, TopicNotFound, committed_reader
-from privstream.connectors.ledger_lease import FENCE_SUFFIX, LeaseWatch, LiveWriter, fence_record
+from privstream.connectors.ledger_lease import (
+    FENCE_SUFFIX,
+    HEARTBEAT_PARTITION,
+    LeaseWatch,
+    LiveWriter,
+    fence_record,
+)
 
 from privstream.accounting import LedgerEntry, LedgerFormatError, PrivacyLedger, most_advanced
 
@@ -198,17 +204,24 @@ def read_ledger(
     watch = LeaseWatch(ledger_id, nonce, lease_s)
     records = 0
 
+    watching = False
+
     def fold(record: DecodedRecord) -> None:
+        # a record behind this start-up's fence on its partition was written after the fence (the
+        # rest of a poll batch, or the watch phase): a fence there is a later start-up's (it will see
+        # this one's fence and watch it), an entry there comes from a live writer
+        behind = record.partition not in pending
         if record.schema == "LedgerFence":
             if record.value["nonce"] == nonce:
                 pending.discard(record.partition)
                 reader.pause(record.partition)
-            else:
-                watch.seen(record.value, record.partition)
+            elif record.partition == HEARTBEAT_PARTITION and (watching or not behind):
+                watch.seen(record.value, record.partition)  # liveness is decided on partition 0 alone
         elif record.schema == "LedgerEntry":
             if record.value["ledger_id"] == ledger_id:
                 chain.add(record)
-                watch.entry_seen(chain.writer)
+                if watching or behind:
+                    watch.entry_seen(chain.writer, force=True)
         else:
             raise LedgerUnavailable(
                 f"unexpected {record.schema} record on the ledger topic at partition "
@@ -225,6 +238,7 @@ def read_ledger(
                 records += 1
                 fold(record)
             watch_until = watch.start_watch()
+            watching = True
             if watch_until:  # another writer was alive within the lease: is it still?
                 for partition in partitions:
                     reader.resume(partition)

@@ -291,6 +291,12 @@ class HeavyHittersConfig:
         _milliseconds("--checkpoint-interval", self.checkpoint_interval, 1)
         _milliseconds("--ledger-timeout", self.ledger_timeout, 1)
         _milliseconds("--ledger-lease", self.ledger_lease, 3)
+        if self.ledger_lease < 3 * self.checkpoint_interval:
+            raise ConfigError(
+                f"--ledger-lease: must be at least 3 x --checkpoint-interval ({3 * self.checkpoint_interval}), "
+                f"got {self.ledger_lease}: a start-up cannot read past the job's open ledger transaction "
+                "before its checkpoint commits, so heartbeats behind it are seen that late"
+            )
         for pair in self.flink_conf:
             if len(pair) != 2 or not all(isinstance(part, str) for part in pair) or not pair[0].strip():
                 raise ConfigError(f"--flink-conf: expected (KEY, VALUE) string pairs, got {pair!r}")

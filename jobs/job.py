@@ -42,7 +42,7 @@ class KafkaInputs:
 
     shards: int  #: partitions of the events topic
     stop_offsets: dict[int, int] | None  #: where the bounded run stops (None: unbounded)
-    initial_ledger: bytes | None  #: the ledger state read from the ledger topic (to its end)
+    initial_ledger: bytes  #: the ledger state read from the ledger topic to its end (``read_ledger``)
 
 
 class HeavyHittersJob:
@@ -54,6 +54,7 @@ class HeavyHittersJob:
     def __init__(self, config: HeavyHittersConfig, *, hooks: TestHooks | None = None) -> None:
         self.config = config
         self.hooks = hooks or TestHooks()
+        self._heartbeat: Any = None  # the launcher's heartbeat after the ledger read
         if self.hooks.noise_seed is not None:
             logger.warning("TEST HOOK: release noise is deterministic (noise seed %s)", self.hooks.noise_seed)
         if self.hooks.expose_sketches_topic:
@@ -116,7 +117,26 @@ class HeavyHittersJob:
             timeout_s=config.ledger_timeout.total_seconds(),
             lease_s=config.ledger_lease.total_seconds(),
         )
+        self._launch_heartbeat(ledger.nonce)
         return KafkaInputs(len(partitions), stop_offsets, ledger.state)
+
+    def _launch_heartbeat(self, writer: str) -> None:
+        """Heartbeat as the new writer from the end of the ledger read for one lease, until the
+        release operator's own heartbeats take over (:mod:`~privstream.connectors.ledger_lease`)."""
+        from privstream.connectors.ledger_lease import Heartbeat, LedgerLease
+
+        config = self.config
+        lease = LedgerLease(
+            config.bootstrap,
+            config.ledger_topic,
+            config.release.ledger_id,
+            writer,
+            config.job_name,
+            config.ledger_lease.total_seconds(),
+        )
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        self._heartbeat = Heartbeat(lease, duration_s=lease.lease_s).start()
 
     def environment(self, jars: list[str] | None = None) -> Any:
         """A ``StreamExecutionEnvironment`` with the job's Flink settings and ``jars`` (default: the
@@ -154,7 +174,11 @@ class HeavyHittersJob:
     def run(self) -> Any:
         """Run to completion (a bounded run ends by itself; an unbounded one runs until killed);
         returns Flink's ``JobExecutionResult``."""
-        return self.prepare().execute(self.config.job_name)
+        try:
+            return self.prepare().execute(self.config.job_name)
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
 
     def start(self) -> Any:
         """Submit without waiting; returns the PyFlink ``JobClient``."""

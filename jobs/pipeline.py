@@ -54,11 +54,8 @@ def _txn_prefix(config: HeavyHittersConfig, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-{config.release.ledger_id}-{what}")
 
 
-def _lease(config: HeavyHittersConfig, initial_ledger: bytes | None) -> LedgerLease | None:
-    """The release operator's ledger lease (heartbeats as the start-up's writer), if the ledger
-    topic was read (``initial_ledger``)."""
-    if initial_ledger is None:
-        return None
+def _lease(config: HeavyHittersConfig, initial_ledger: bytes) -> LedgerLease:
+    """The release operator's ledger lease (heartbeats as the start-up's writer)."""
     from privstream.accounting import PrivacyLedger
 
     return LedgerLease(
@@ -77,12 +74,16 @@ def build_pipeline(
     *,
     shards: int,
     stop_offsets: dict[int, int] | None,
-    initial_ledger: bytes | None,
+    initial_ledger: bytes,
     hooks: TestHooks,
 ) -> None:
     """Add source → sketch → merge → release → sinks to ``env``: ``shards`` partitions read up to
     ``stop_offsets`` (None: unbounded), the ledger starting from ``initial_ledger`` (reconciled with
-    restored state: see ``ReleaseFunction``), ``hooks`` for tests only."""
+    restored state: see ``ReleaseFunction``), ``hooks`` for tests only. ``initial_ledger`` must come
+    from :func:`~privstream.connectors.ledger_topic.read_ledger`: a job never starts a ledger it has
+    not read (it would forget spent budget)."""
+    if not isinstance(initial_ledger, bytes) or not initial_ledger:
+        raise ValueError("initial_ledger: read the ledger topic to its end first (read_ledger); got none")
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
     from privstream.operators.merge_operator import EpochMergeFunction
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction

@@ -52,6 +52,7 @@ def config(kafka_broker: Any) -> HeavyHittersConfig:
         m=2,
         ledger_timeout=timedelta(seconds=10),
         ledger_lease=timedelta(seconds=1),  # a start-up after another one waits at most this
+        checkpoint_interval=timedelta(milliseconds=300),  # the lease must cover 3 checkpoints
     )
 
 
@@ -349,3 +350,40 @@ def test_old_and_silent_writers_do_not_block_a_start(
     assert PrivacyLedger.from_bytes(read.state).writer == read.nonce
     waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
     assert len(waits) == 1 and "writer silent" in waits[0]  # not "stale", not the other ledger's
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_two_simultaneous_start_ups_one_refuses(config: HeavyHittersConfig, partitions: int) -> None:
+    """Two start-ups at once (each heartbeats half a lease after its read returns, as a slow
+    launcher might): exactly one proceeds and the other refuses, also when the fences interleave
+    differently on the partitions of the ledger topic. Liveness is decided on partition 0 alone,
+    and a fence behind a start-up's own is a later start-up's: were it watched, both would wait
+    for each other's heartbeat, see none within the lease, and both start."""
+    import threading
+
+    topic = create_topic(config.bootstrap, fresh_name("ledger"), partitions, compacted=True)
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+    heartbeats: list[Heartbeat] = []
+
+    def start_up(name: str) -> None:
+        barrier.wait()
+        try:
+            read = read_ledger(config.bootstrap, topic, _empty(config), timeout_s=10, lease_s=1.0)
+        except LedgerUnavailable as exc:
+            outcomes.append(f"refused: {exc}")
+            return
+        lease = LedgerLease(config.bootstrap, topic, LEDGER_ID, read.nonce, name, 1.0)
+        time.sleep(0.5)
+        heartbeats.append(Heartbeat(lease).start())
+        outcomes.append("started")
+
+    threads = [threading.Thread(target=start_up, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for heartbeat in heartbeats:
+        heartbeat.stop()
+    assert sorted(o.split(":")[0] for o in outcomes) == ["refused", "started"], outcomes
+    assert any("another job with ledger id" in o for o in outcomes)
