@@ -30,6 +30,7 @@ one item of that node's stream). Messages go in the clear (no aggregator oblivio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import NamedTuple, Unpack
@@ -118,6 +119,9 @@ class LazyUpdateNode:
         self.scale = Fraction(items)
         self.up_threshold = UP_FRACTION * self.lam * self.scale  #: (9/11)λW, Up and Down
         self.off_threshold = OFF_FRACTION * self.lam * self.scale  #: (3/11)λW, Off
+        # the rules compare integers: d > u ⇔ d > ⌊u⌋ and v < o ⇔ v < ⌈o⌉ for integers d, v (exact)
+        self._up_floor = math.floor(self.up_threshold)
+        self._off_ceil = math.ceil(self.off_threshold)
 
     @property
     def last(self) -> dict[Item, int]:
@@ -153,11 +157,11 @@ class LazyUpdateNode:
 
     def _rules(self, value: int, last: int) -> int | None:
         """The value sent for an item with estimate ``value`` and Last ``last`` (None: nothing)."""
-        if value > last + self.up_threshold:  # Up
+        if value - last > self._up_floor:  # Up: 𝒫_t(x) > Last(x) + (9/11)λW
             return value
-        if last > 0 and value < self.off_threshold:  # Off
+        if last > 0 and value < self._off_ceil:  # Off: 𝒫_t(x) < (3/11)λW
             return 0
-        if value < last - self.up_threshold:  # Down
+        if last - value > self._up_floor:  # Down: 𝒫_t(x) < Last(x) − (9/11)λW
             return value
         return None
 

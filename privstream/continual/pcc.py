@@ -25,9 +25,11 @@ grid is a function of t only, so such a change touches exactly one block per lev
 Lebeda–Tětek) holds for a block of any length, so each level-i release is still ε_i-DP and the
 transcript Σ_i ε_i < ε event-level DP, δ = 0, for either relation, exactly as with one item per step.
 What is lost is the accuracy statement: Lemma 3 measures the error in units of W (items per window).
-With many items per step its bound holds with W replaced by the true number of items in the window,
-and the PMG error targets λ_i·(items in the block) grow with the data: a window of m items has error
-about λm, which is λW only if m <= W items arrive per window. Thresholds and release bars that the
+With many items per step its bound is read in items: a window of m items has error about λm (so
+λW only if m <= W), provided the items are spread over the window roughly as the steps are (PMG's
+per-block error is λ_i times the block's items, and the up to 2(W_0 − 1) boundary steps the cover
+leaves out hold <= λm/2 items only if arrivals are not bursty; with one item per step both are
+automatic). Thresholds and release bars that the
 paper writes as λW must then use a public bound on the items per window (``window_items`` in
 :mod:`privstream.continual.lazy_update`), never the true count, which is private.
 
