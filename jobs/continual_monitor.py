@@ -23,15 +23,18 @@ aggregator obliviousness it demonstrates holds only when nodes run apart from th
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from privstream.connectors.validation import parse_duration_ms
 from privstream.operators.continual_logic import MODES, ContinualSettings, write_keys
 from privstream.operators.faults import TestFaults
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,20 @@ def environment(config: ContinualConfig) -> Any:
     return create_environment(config, connector_jar_urls(), checkpoint_dir)  # type: ignore[arg-type]
 
 
+def with_secrets(config: ContinualConfig) -> ContinualConfig:
+    """``config`` with this submission's secrets drawn (:meth:`ContinualSettings.with_secrets`)."""
+    settings = config.settings.with_secrets()
+    if settings.mode == "bf" and not config.settings.session:
+        logger.warning(
+            "PDCH-BF session %s: pass --session %s to resume this run from a savepoint", settings.session,
+            settings.session,
+        )  # fmt: skip
+    return replace(config, settings=settings)
+
+
 def start(config: ContinualConfig) -> Any:
     """Submit without waiting; returns the PyFlink ``JobClient``."""
+    config = with_secrets(config)
     env = environment(config)
     build(env, config)
     return env.execute_async(config.job_name)
@@ -152,7 +167,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--delta", type=float, default=1e-6, help="--mode bf: Bloom failure probability")
     p.add_argument("--keys", default=None, help="--mode bf: directory from the `keys` command")
-    p.add_argument("--session", default="default", help="--mode bf: a fresh label per run")
+    p.add_argument(
+        "--session",
+        default="",
+        help="--mode bf: the run's period-label session (default: a fresh random one, logged; give it "
+        "again only to resume that run from a savepoint)",
+    )
     p.add_argument("--releases-topic", default="continual-releases")
     p.add_argument("--updates-topic", default=None, help="default: <topic>-updates")
     p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
@@ -194,7 +214,7 @@ def config_from_args(args: argparse.Namespace, nodes: int) -> ContinualConfig:
 def run(args: argparse.Namespace) -> int:
     """Validate (failing fast, naming the option), then run until stopped."""
     try:
-        config = config_from_args(args, nodes_of(args.bootstrap, args.topic))
+        config = with_secrets(config_from_args(args, nodes_of(args.bootstrap, args.topic)))
         env = environment(config)
     except (ValueError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)

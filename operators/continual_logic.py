@@ -30,7 +30,7 @@ import json
 import struct
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,8 @@ class ContinualSettings:
     delta: float = 1e-6  #: PDCH-BF: Bloom failure probability per window
     keys_dir: str | None = None  #: PDCH-BF: node-<i>.key files and roster.json (offline setup)
     hash_seed: str = "privstream-continual-monitor"  #: PDCH-BF: public hash seed
-    session: str = "default"  #: PDCH-BF: keeps period labels unique across runs (change per run)
+    session: str = ""  #: PDCH-BF: keeps period labels unique across runs ("": the launcher draws one)
+    noise_secret: str = ""  #: hex; the nodes' noise keys derive from it ("": the launcher draws one)
     noise_seed: int | None = None  #: TESTS ONLY: replay-stable noise from a public seed
 
     def __post_init__(self) -> None:
@@ -90,6 +91,32 @@ class ContinualSettings:
             raise ValueError(f"--window-items: must be >= 1, got {self.window_items}")
         heavy_hitter_bar(self.theta, Fraction(0), 1)  # theta in (0, 1), named
         self.bf_config()  # epsilon, lam, window, delta: fail fast, naming the parameter
+        if self.mode == "bf":
+            try:
+                roster = self.roster()
+            except (OSError, ValueError, KeyError) as exc:
+                raise ValueError(f"--keys: cannot read the roster in {self.keys_dir}: {exc}") from exc
+            if roster.node_ids != tuple(range(self.nodes)):
+                raise ValueError(
+                    f"--keys: the roster has nodes {list(roster.node_ids)}, the events topic has "
+                    f"{self.nodes} partitions (nodes 0..{self.nodes - 1}); run `keys --nodes {self.nodes}`"
+                )
+
+    def with_secrets(self) -> ContinualSettings:
+        """These settings with the per-run secrets drawn where unset (the launcher's job, once per
+        submission): the nodes' noise secret (from the OS CSPRNG; it travels in the job graph, so
+        a node that fails before its first checkpoint redraws the same noise for the same block)
+        and, for PDCH-BF, a random session (period labels never repeat across submissions). To
+        resume a PDCH-BF run from a savepoint, pass its ``--session`` again."""
+        import secrets
+
+        from privstream.noise.rng import new_noise_key
+
+        return replace(
+            self,
+            noise_secret=self.noise_secret or new_noise_key().hex(),
+            session=self.session or (secrets.token_hex(16) if self.mode == "bf" else ""),
+        )
 
     @property
     def guaranteed_epsilon(self) -> float:
@@ -118,17 +145,20 @@ class ContinualSettings:
             self.nodes,
             self.delta,
             self.hash_seed.encode(),
-            self.session.encode(),
+            (self.session or "unset").encode(),
             window_items=self.window_items,
         )
 
     def noise_key(self, node: int) -> bytes | None:
-        """TESTS ONLY: a noise key derived from the public ``noise_seed`` (None: fresh from the CSPRNG)."""
-        if self.noise_seed is None:
-            return None
+        """Node ``node``'s PCC noise key: SHA-256 of the secret ``noise_secret`` and the node, or
+        (TESTS ONLY) of the public ``noise_seed``; None if neither is set (a fresh key)."""
         import hashlib
 
-        return hashlib.sha256(f"privstream-test-continual:{self.noise_seed}:{node}".encode()).digest()
+        if self.noise_seed is not None:
+            return hashlib.sha256(f"privstream-test-continual:{self.noise_seed}:{node}".encode()).digest()
+        if self.noise_secret:
+            return hashlib.sha256(bytes.fromhex(self.noise_secret) + b":node:" + str(node).encode()).digest()
+        return None
 
     def roster(self) -> Roster:
         data = json.loads((Path(self.keys_dir or "") / "roster.json").read_text())
@@ -209,7 +239,17 @@ class ContinualNode:
                 return LazyUpdateNode(
                     s.epsilon, s.lam, s.window, s.domain, noise_key=key, window_items=s.window_items
                 )
-            return LazyUpdateNode.from_bytes(data, s.domain)
+            node = LazyUpdateNode.from_bytes(data, s.domain)
+            expected = pcc_params(s.epsilon, check_lambda(s.lam) / 11, s.window)
+            if node.pcc.params != expected or node.window_items != s.window_items:
+                raise ValueError(
+                    f"node {self.node}: the restored state was built with other parameters "
+                    f"({node.pcc.params}, window_items={node.window_items}); restore with the same "
+                    "--epsilon, --lam, --window and --window-items, or start afresh"
+                )
+            return node
+        if not s.session:
+            raise ValueError("--session: PDCH-BF needs a session (the launcher draws one per submission)")
         config = s.bf_config()
         assert config is not None
         pcc = (
@@ -387,7 +427,8 @@ class ContinualAggregator:
                     "time steps are cut by public punctuations, so the event changes one step and one "
                     "PCC block per level (Lemma 2: MG sensitivity <= beta_i + 1 for any block length); "
                     "the whole infinite transcript of each node is eps-DP (continual release: this "
-                    "epsilon covers every step, not each one)"
+                    "epsilon covers every step, not each one); a replacement that moves an event to "
+                    "another node (its routing key changes) changes two nodes' streams: 2 eps"
                 ),
                 "privacy_unit": "one event of one node's stream (a node = a partition of the events topic)",
                 "epoch": step,

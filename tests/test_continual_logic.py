@@ -4,6 +4,8 @@ an adversarial neighbour (one early event replaced) changes only its own step's 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
@@ -123,10 +125,15 @@ def test_lu_releases_equal_the_core_protocol() -> None:
     assert any(decode(r)[1]["items"] for r in releases)  # something is heavy
 
 
-def test_aggregator_state_round_trips_mid_run() -> None:
-    """Restoring the aggregator from its bytes at any point gives the same later releases."""
-    s = settings()
+@pytest.mark.parametrize("mode", ["lu", "bf"])
+def test_aggregator_state_round_trips_mid_run(mode: str, tmp_path) -> None:
+    """Restoring the aggregator from its bytes at any point gives the same later releases (bf: the
+    masked tables held are replayed into a fresh PDCH-BF aggregator)."""
+    keys = str(write_keys(tmp_path / "keys", NODES)) if mode == "bf" else None
+    s = settings(mode, keys, delta=0.01, session="cut")
     updates = run_nodes(s, streams(2))  # node-major: the state holds updates waiting for other nodes
+    if mode == "bf":  # interleaved: the state holds decoded-block tables (replayed on restore)
+        updates = interleave(updates)
     whole = ContinualAggregator(s)
     expected = [r for u in updates for r in whole.add(u)]
     cut = len(updates) // 2
@@ -186,7 +193,7 @@ def test_an_early_replaced_event_changes_only_its_blocks() -> None:
 
 def test_bf_releases_equal_the_core_protocol(tmp_path) -> None:
     keys = write_keys(tmp_path / "keys", NODES)
-    s = settings("bf", str(keys), lam=0.25, delta=0.01)
+    s = settings("bf", str(keys), lam=0.25, delta=0.01, session="test")
     data = streams(6)
     updates = run_nodes(s, data)
     assert sum(len(decode(u)[1]["tables"]) for u in updates) > 0
@@ -208,3 +215,57 @@ def test_bad_settings_name_the_option(tmp_path) -> None:
         settings(theta=1.5)
     with pytest.raises(ValueError, match="lam"):
         settings(lam=2.0)
+
+
+def test_a_restored_lu_node_refuses_other_parameters() -> None:
+    s = settings()
+    node = ContinualNode(0, s, None, {}, ShardProgress())
+    node.add(WatermarkPayload("p", 0))
+    node.add(WatermarkPayload("p", STEP_MS))
+    state = node.protocol_bytes()
+    ContinualNode(0, s, state, {}, ShardProgress())  # the same parameters restore
+    for changed in ({"epsilon": 2.0}, {"window": 16}, {"window_items": 80}):
+        with pytest.raises(ValueError, match="restored state was built with other parameters"):
+            ContinualNode(0, replace(s, **changed), state, {}, ShardProgress())
+
+
+def test_secrets_are_drawn_per_submission_and_keys_derive_from_them(tmp_path) -> None:
+    """The launcher draws the nodes' noise secret (so a node that fails before its first checkpoint
+    redraws the same noise) and a PDCH-BF session (labels never repeat across submissions)."""
+    keys = write_keys(tmp_path / "keys", NODES)
+    bare = settings("bf", str(keys), noise_seed=None, delta=0.01)
+    a, b = bare.with_secrets(), bare.with_secrets()
+    assert a.noise_secret and a.session and (a.noise_secret, a.session) != (b.noise_secret, b.session)
+    assert a.noise_key(0) == a.noise_key(0) != a.noise_key(1) and a.noise_key(0) != b.noise_key(0)
+    assert a.with_secrets() == a  # a resumed submission that passes them keeps them
+    with pytest.raises(ValueError, match="--session"):
+        ContinualNode(0, bare, None, {}, ShardProgress())
+
+
+def test_a_restored_bf_node_re_masks_replayed_blocks_identically(tmp_path) -> None:
+    """A PDCH-BF node restored from its checkpointed state and replaying the same steps sends
+    byte-identical masked tables under the same labels (a label never carries two values)."""
+    keys = write_keys(tmp_path / "keys", NODES)
+    s = settings("bf", str(keys), delta=0.01, session="replay")
+    (steps,) = streams(7)[:1]
+    first = ContinualNode(0, s, None, {}, ShardProgress())
+    first.add(WatermarkPayload("p", 0))
+    sent, checkpoint = [], None
+    for t, items in enumerate(steps):
+        first.add(EventPayload(items.astype(np.int64), np.full(len(items), t * STEP_MS, np.int64)))
+        sent.append(first.add(WatermarkPayload("p", (t + 1) * STEP_MS))[0])
+        if t == 5:
+            checkpoint = (first.protocol_bytes(), ShardProgress.from_bytes(first.progress.to_bytes()))
+    assert checkpoint is not None
+    again = ContinualNode(0, s, checkpoint[0], {}, checkpoint[1])
+    for t, items in enumerate(steps[6:], start=6):
+        again.add(EventPayload(items.astype(np.int64), np.full(len(items), t * STEP_MS, np.int64)))
+        replay = again.add(WatermarkPayload("p", (t + 1) * STEP_MS))[0]
+        assert [decode(u)[1]["tables"] for u in replay] == [decode(u)[1]["tables"] for u in sent[t]]
+    assert sum(len(decode(u)[1]["tables"]) for step in sent[6:] for u in step) > 0
+
+
+def test_a_roster_that_does_not_match_the_partitions_is_refused(tmp_path) -> None:
+    keys = write_keys(tmp_path / "keys", NODES + 1)
+    with pytest.raises(ValueError, match="--keys: the roster has nodes"):
+        settings("bf", str(keys), delta=0.01)
