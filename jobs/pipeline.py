@@ -18,6 +18,8 @@ from typing import Any
 from privstream.connectors.ledger_lease import LedgerLease
 from privstream.jobs.config import HeavyHittersConfig, TestHooks
 
+from privstream.noise.rng import new_noise_key
+
 
 def flink_configuration(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:
     """The Flink configuration of the job; ``checkpoint_dir`` is ``config.checkpoint_dir`` or the
@@ -127,6 +129,7 @@ def build_pipeline(
                 initial_ledger,
                 expose_sketches=bool(hooks.expose_sketches_topic),
                 lease=_lease(config, initial_ledger),
+                submission_key=new_noise_key(),
             ),
             output_type=BYTES,
         )

@@ -47,6 +47,7 @@ class ReleaseFunction(KeyedProcessFunction):
         initial_ledger: bytes | None = None,
         expose_sketches: bool = False,
         lease: LedgerLease | None = None,
+        submission_key: bytes | None = None,
     ) -> None:
         self.config = config
         self.spec = spec
@@ -54,6 +55,9 @@ class ReleaseFunction(KeyedProcessFunction):
         self.initial_ledger = initial_ledger
         self.expose_sketches = expose_sketches
         self.lease = lease
+        #: the launcher's per-submission secret (in the job graph): the noise key until the first
+        #: checkpoint holds one, so a failure before it redraws the same noise for a replayed epoch
+        self.submission_key = submission_key
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
@@ -67,10 +71,12 @@ class ReleaseFunction(KeyedProcessFunction):
             self._heartbeat.stop()
 
     def _noise_key(self) -> bytes:
-        """The secret key of this job's replay-stable noise (drawn once from the CSPRNG, checkpointed)."""
+        """The secret key of this job's replay-stable noise: the checkpointed one, else the
+        submission's (drawn once by the launcher from the CSPRNG and carried in the job graph, so a
+        restore before the first checkpoint draws the same noise), stored in state on first use."""
         key = self.noise_key.value()
         if key is None:
-            key = new_noise_key()
+            key = self.submission_key or new_noise_key()
             self.noise_key.update(key)
         return bytes(key)
 

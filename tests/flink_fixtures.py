@@ -7,10 +7,11 @@ is small, so keep new Flink tests few and reuse these.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -71,6 +72,37 @@ def read_topic(
     return [r.value for r in records]
 
 
+def read_matching(
+    bootstrap: str,
+    topic: str,
+    wanted: Callable[[dict[str, Any]], bool],
+    expect: int,
+    *,
+    settle_s: float = 2.0,
+    timeout_s: float = 120.0,
+) -> list[dict[str, Any]]:
+    """The decoded committed records of ``topic`` that ``wanted`` accepts, in partition/offset
+    order, read until ``expect`` of them arrived and then ``settle_s`` more (to catch duplicates)
+    even while other records keep arriving (a running job's ledger heartbeats); after ``timeout_s``
+    in any case."""
+    from privstream.connectors.consume import committed_reader
+
+    out: list[Any] = []
+    reached: float | None = None  # when the expected count was first reached
+
+    def until() -> bool:
+        nonlocal reached
+        if reached is None and len(out) >= expect:
+            reached = time.monotonic()
+        return reached is not None and time.monotonic() - reached >= settle_s
+
+    with committed_reader(bootstrap, topic) as reader, contextlib.suppress(TimeoutError):
+        for record in reader.records(until=until, timeout_s=timeout_s):
+            if wanted(record.value):
+                out.append(record)
+    return [r.value for r in sorted(out, key=lambda r: (r.partition, r.offset))]
+
+
 @dataclass
 class ProducedStream:
     """A synthetic stream on ``topic``: ``batches[p]`` are partition p's EventBatch item arrays in order."""
@@ -94,7 +126,10 @@ class PhasedProducer:
     and the EndMarkers. Zipf events as EventBatch messages partitioned by a hash of the item (the
     producer's only partitioners are data-independent), optionally one malformed message. The
     expected per-partition batches are computed here from :func:`partition_for` the way the
-    producer groups each ``send``: the events of one partition in order, cut every ``batch_size``."""
+    producer groups each ``send``: the events of one partition in order, cut every ``batch_size``.
+    :meth:`second` splits the second phase (all but partition 0's last batches, then :meth:`rest`).
+    ``after_end_partition``: one more event message (an item of that partition) after its EndMarker,
+    which the job must dead-letter, not count."""
 
     def __init__(
         self,
@@ -106,6 +141,7 @@ class PhasedProducer:
         batch_size: int = 500,
         seed: int = 11,
         malformed_partition: int | None = 1,
+        after_end_partition: int | None = None,
         **producer_config: Any,
     ) -> None:
         from privstream.connectors.produce import EventProducer
@@ -119,6 +155,8 @@ class PhasedProducer:
         )
         self.half = (events // batch_size // 2) * batch_size
         self.malformed_partition = malformed_partition
+        self.after_end_partition = after_end_partition
+        self._unsent: np.ndarray | None = None  # second-half events held back by second()
         self.producer = EventProducer(
             bootstrap, topic, events_per_message=batch_size, key_by="item", **producer_config
         )
@@ -127,7 +165,7 @@ class PhasedProducer:
         )
         items = np.asarray(self.columns.items, dtype=np.int64)
         times = np.asarray(self.columns.event_time_ms, dtype=np.int64)
-        parts = partition_for(items, partitions)
+        self.parts = parts = partition_for(items, partitions)
         for lo, hi in ((0, self.half), (self.half, events)):
             for p in range(partitions):
                 idx = np.flatnonzero(parts[lo:hi] == p) + lo
@@ -137,10 +175,14 @@ class PhasedProducer:
                     self.stream.times.setdefault(p, []).append(times[chunk])
 
     def stop_offsets(self) -> dict[int, int]:
-        """Offsets after each partition's EndMarker (offsets are contiguous from 0 on a fresh topic):
-        the batches, the phase-1 punctuation, the malformed message (if any) and the EndMarker."""
-        extra = {self.malformed_partition: 1} if self.malformed_partition is not None else {}
-        return {p: len(b) + 1 + extra.get(p, 0) + 1 for p, b in self.stream.batches.items()}
+        """Offsets after each partition's last message (offsets are contiguous from 0 on a fresh
+        topic): the batches, the phase-1 punctuation, the malformed message (if any), the EndMarker
+        and the message after it (if any)."""
+        extra = {p: 0 for p in self.stream.batches}
+        for p in (self.malformed_partition, self.after_end_partition):
+            if p is not None:
+                extra[p] += 1
+        return {p: len(b) + 1 + extra[p] + 1 for p, b in self.stream.batches.items()}
 
     def first(self) -> None:
         self.producer.send(self.columns.items[: self.half], None, self.columns.event_time_ms[: self.half])
@@ -152,9 +194,27 @@ class PhasedProducer:
             self.stream.malformed[self.malformed_partition] = 1
             self.producer.flush()
 
+    def second(self, held_batches: int) -> int:
+        """Send the second half except the last ``held_batches`` batches of partition 0 (the shard an
+        injected failure watches): the same per-partition batches, :meth:`rest` sends the held ones.
+        Returns how many events partition 0 has been sent."""
+        rest = np.arange(self.half, len(self.parts))
+        p0 = rest[self.parts[rest] == 0]
+        held = sum(len(b) for b in self.stream.batches[0][len(self.stream.batches[0]) - held_batches :])
+        self._unsent = p0[len(p0) - held :]
+        self._send(np.setdiff1d(rest, self._unsent))  # sorted: the events keep their order
+        self.producer.flush()
+        return int(np.count_nonzero(self.parts == 0)) - held
+
+    def _send(self, idx: np.ndarray) -> None:
+        self.producer.send(self.columns.items[idx], None, self.columns.event_time_ms[idx])
+
     def rest(self) -> ProducedStream:
-        self.producer.send(self.columns.items[self.half :], None, self.columns.event_time_ms[self.half :])
+        self._send(np.arange(self.half, len(self.parts)) if self._unsent is None else self._unsent)
         self.producer.finish()
+        if self.after_end_partition is not None:  # an ordinary event message after the EndMarker
+            self._send(np.flatnonzero(self.parts == self.after_end_partition)[:1])
+            self.producer.flush()
         self.producer.close()
         return self.stream
 
@@ -224,19 +284,25 @@ class JobOutputs:
 
 
 def read_outputs(
-    bootstrap: str, out_prefix: str, expect_releases: int, sketches_per_release: int = 1
+    bootstrap: str,
+    out_prefix: str,
+    expect_releases: int,
+    sketches_per_release: int = 1,
+    dead_letters: int = 1,
 ) -> JobOutputs:
-    """The job's committed outputs; ``sketches_per_release``: pre-noise snapshots per epoch (the
-    number of shards for a per-shard release, 1 for a merged one)."""
+    """The job's committed outputs, each topic read until its expected count and then 2 s more (to
+    catch duplicates); ``sketches_per_release``: pre-noise snapshots per epoch (the number of shards
+    for a per-shard release, 1 for a merged one); ``dead_letters``: how many are expected."""
 
-    def records(suffix: str, expect: int | None) -> list[dict[str, Any]]:
+    def records(suffix: str, expect: int) -> list[dict[str, Any]]:
         return read_topic(bootstrap, f"{out_prefix}-{suffix}", expect=expect, idle_s=2.0)
 
     return JobOutputs(
         releases=records("releases", expect_releases),
         sketches=records("sketches", expect_releases * sketches_per_release),
-        ledger=[r for r in records("ledger", expect_releases) if "entry" in r],  # not start-up fences
-        dead_letters=records("dlq", None),
+        # entries, not start-up fences or a running job's heartbeats
+        ledger=read_matching(bootstrap, f"{out_prefix}-ledger", lambda r: "entry" in r, expect_releases),
+        dead_letters=records("dlq", dead_letters),
     )
 
 
@@ -270,6 +336,32 @@ def start_job(config: HeavyHittersConfig, hooks: TestHooks) -> Any:
     from privstream.jobs.job import HeavyHittersJob
 
     return HeavyHittersJob(config, hooks=hooks).start()
+
+
+def trigger_checkpoint(rest_port: int, job_id: str, timeout_s: float = 60.0) -> int:
+    """Trigger a checkpoint of a running job through Flink's REST API (the MiniCluster's, with
+    ``rest.port`` set) and wait until it completed; returns its id. With a long periodic interval
+    this lets a test decide when the job's Kafka transactions commit."""
+    import json
+    import urllib.request
+
+    url = f"http://127.0.0.1:{rest_port}/jobs/{job_id}/checkpoints"
+    post = urllib.request.Request(
+        url, data=b"{}", headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(post, timeout=10) as resp:
+        trigger = json.load(resp)["request-id"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/{trigger}", timeout=10) as resp:
+            status = json.load(resp)
+        if status["status"]["id"] == "COMPLETED":
+            operation = status.get("operation") or {}
+            if "checkpointId" not in operation:
+                raise RuntimeError(f"checkpoint of job {job_id} failed: {operation}")
+            return int(operation["checkpointId"])
+        time.sleep(0.2)
+    raise TimeoutError(f"checkpoint of job {job_id} not completed after {timeout_s:g} s")
 
 
 class StandaloneCluster:

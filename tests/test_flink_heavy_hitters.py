@@ -4,15 +4,22 @@ All tests share one produced stream (3 partitions × 40 EventBatch messages of 5
 EpochWatermark punctuation after the first 20, one malformed message, EndMarkers) and one
 failure-free reference run (``hh_reference_run``). Noise is seeded (a test hook, ``TestHooks``, passed
 through the programmatic API: the command line has no such option) so releases are reproducible and
-can be recomputed from core; outputs are read with ``read_committed``.
+can be recomputed from core; outputs are read with ``read_committed``. One test runs with the
+production noise (no seed) to check that a replay after a restore redraws the same noise.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
+from privstream.connectors.consume import DecodedRecord
 from privstream.connectors.ledger_topic import LedgerUnavailable, read_ledger
 from privstream.operators.release_logic import new_ledger
 
@@ -33,6 +40,7 @@ from tests.flink_fixtures import (
     run_job_to_end,
     seeded,
     start_job,
+    trigger_checkpoint,
 )
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -66,18 +74,32 @@ def released_items(record: dict) -> list[tuple[object, int]]:
     return [(i["item"], i["count"]) for i in record["items"]]
 
 
+#: the fields of a Release that a replay must reproduce (all but its release time)
+RELEASE_FIELDS = (
+    "epoch",
+    "items",
+    "epsilon",
+    "delta",
+    "mechanism",
+    "neighbour_relation",
+    "privacy_unit",
+    "error_bound",
+)
+
+
 def assert_same_releases(a: JobOutputs, b: JobOutputs) -> None:
-    key = (
-        "epoch",
-        "items",
-        "epsilon",
-        "delta",
-        "mechanism",
-        "neighbour_relation",
-        "privacy_unit",
-        "error_bound",
-    )
-    assert [{k: r[k] for k in key} for r in a.releases] == [{k: r[k] for k in key} for r in b.releases]
+    fields = RELEASE_FIELDS
+    assert [{k: r[k] for k in fields} for r in a.releases] == [{k: r[k] for k in fields} for r in b.releases]
+
+
+def one_per(records: list[dict], key: Callable[[dict], Any], fields: tuple[str, ...]) -> dict:
+    """``records`` by ``key``, the ``fields`` of each; asserts that every copy of a key (a replay
+    after a restore, or an aborted record this broker shows) has the same fields."""
+    out: dict = {}
+    for record in records:
+        value = {f: record[f] for f in fields}
+        assert out.setdefault(key(record), value) == value, key(record)
+    return out
 
 
 def test_releases_equal_core_per_shard_pmg_of_partition_sketches(
@@ -158,6 +180,87 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     assert len(out.dead_letters) == 1
 
 
+def read_all_records(
+    bootstrap: str, topic: str, done: Callable[[list[DecodedRecord]], bool], idle_s: float = 0.0
+) -> list[DecodedRecord]:
+    """Every record of ``topic`` in offset order, uncommitted and aborted ones included
+    (``read_uncommitted``: what a reader outside the exactly-once contract sees), until ``done``
+    holds and then nothing more arrived for ``idle_s``."""
+    from privstream.connectors.consume import RecordConsumer
+
+    out: list[DecodedRecord] = []
+    with RecordConsumer(
+        bootstrap, topic, start="earliest", dead_letters=False, isolation_level="read_uncommitted"
+    ) as reader:
+        for record in reader.records(until=lambda: done(out), idle_s=idle_s, timeout_s=120.0):
+            out.append(record)
+    return out
+
+
+def test_unseeded_restore_replays_an_aborted_release_with_the_same_noise(
+    flink_broker, hh_reference_run: JobOutputs, tmp_path
+) -> None:
+    """Production noise (no seed: a CSPRNG key kept in the release operator's checkpointed state).
+    Checkpoints only when the test triggers them: epoch 0's release is committed (its checkpoint
+    holds the key), epoch 1's release is written in an open transaction, then shard 0 fails. The
+    job restores the checkpoint after epoch 0 and releases epoch 1 again: the replay must equal the
+    aborted release a ``read_uncommitted`` reader already saw (a key drawn afresh on restore would
+    give it new noise: two releases of one epoch for one charge). Every copy of an output is
+    identical to the failure-free run's, and an event message after partition 2's EndMarker is
+    dead-lettered, not counted."""
+    from privstream.connectors.clients import free_port
+
+    bootstrap = flink_broker.bootstrap
+    phased = PhasedProducer(bootstrap, fresh_name("replay-events"), after_end_partition=2)
+    phased.first()  # epoch 0 closes on every shard
+    shard0 = phased.stream.batches[0]
+    fail_after = sum(map(len, shard0)) - len(shard0[-1]) + 1  # shard 0's last message fails
+    marker, prefix, port = tmp_path / "failed-once", fresh_name("replay"), free_port()
+    config = replace(
+        job_config(
+            phased.stream, prefix, stop_offsets=phased.stop_offsets(), flink_conf=(("rest.port", str(port)),)
+        ),
+        checkpoint_interval=timedelta(minutes=5),  # no periodic checkpoint during the test
+        ledger_lease=timedelta(minutes=15),
+    )
+    client = start_job(
+        config, replace(seeded(prefix, fail_marker=str(marker), fail_after=fail_after), noise_seed=None)
+    )
+    job_id, releases = str(client.get_job_id()), f"{prefix}-releases"
+    read_all_records(bootstrap, releases, lambda out: len(out) >= 1)  # epoch 0's, not yet committed
+    trigger_checkpoint(port, job_id)
+    assert len(read_topic(bootstrap, releases, expect=1, idle_s=0.0)) == 1  # epoch 0's, committed
+    assert phased.second(held_batches=1) == fail_after - 1  # all of it but shard 0's last message
+    aborted = read_all_records(bootstrap, releases, lambda out: len(out) >= 2)[1]
+    assert aborted.value["epoch"] == 1 and released_items(aborted.value)  # in an open transaction
+    phased.rest()  # shard 0's last message: the job fails, epoch 1's transaction is aborted
+    deadline = time.monotonic() + 120
+    while not marker.exists():  # no checkpoint may commit epoch 1's release before the failure
+        assert time.monotonic() < deadline, "the injected failure did not happen"
+        time.sleep(0.2)
+    finished = client.get_job_execution_result()
+    while not finished.done():  # the restored job replays epochs 1 and 2; its final commit needs a checkpoint
+        assert time.monotonic() < deadline + 180, "the restored job did not finish"
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):  # restarting, or finished meanwhile
+            trigger_checkpoint(port, job_id, timeout_s=30)
+        time.sleep(0.5)
+    finished.result()
+    # everything a read_uncommitted reader sees: epoch 1's aborted release and its replay (this
+    # broker even shows aborted records to read_committed readers: docs/stack-facts.md)
+    seen = read_all_records(bootstrap, releases, lambda out: len(out) >= 4, idle_s=1.0)
+    by_epoch = one_per([r.value for r in seen], lambda r: r["epoch"], RELEASE_FIELDS)
+    assert sorted(by_epoch) == [0, 1, 2]  # one release per epoch: all copies identical
+    assert by_epoch[1] == {k: aborted.value[k] for k in RELEASE_FIELDS}  # the aborted release's noise again
+    assert max(r.offset for r in seen if r.value["epoch"] == 1) > aborted.offset  # epoch 1 replayed
+    out = read_outputs(bootstrap, prefix, expect_releases=3, sketches_per_release=3, dead_letters=2)
+    sketches = one_per(out.sketches, lambda s: (s["epoch"], s["shard"]), ("data",))
+    assert sketches == one_per(hh_reference_run.sketches, lambda s: (s["epoch"], s["shard"]), ("data",))
+    assert sorted(one_per(out.ledger, lambda e: e["sequence"], ("entry",))) == [1, 2, 3]
+    dead = one_per(out.dead_letters, lambda d: (d["partition"], d["offset"]), ("error", "original_value"))
+    assert [p for p, _ in sorted(dead)] == [1, 2]  # the malformed message, and after partition 2's end
+    assert "after this partition's end of stream" in dead[max(dead)]["error"]
+
+
 def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutputs, tmp_path) -> None:
     """Stop with a savepoint after epoch 0 was released, produce the rest, resume from the savepoint:
     together the two runs publish exactly the failure-free releases, each epoch once."""
@@ -169,8 +272,8 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
     client = start_job(job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()), seeded(prefix))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
-    stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=1.0)
-    assert len(stopped) == 1  # stopped mid-stream
+    stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=1.0)
+    assert len(stopped) == 1  # stopped mid-stream: nothing more within 1 s
     phased.rest()
     resumed = start_job(
         job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets(), restore_from=savepoint),

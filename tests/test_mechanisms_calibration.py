@@ -28,21 +28,6 @@ from privstream.noise.distributions import discrete_gaussian_tail, discrete_lapl
 GRID = [(eps, delta) for eps in (0.1, 0.5, 1.0, 2.0, 5.0) for delta in (1e-3, 1e-6, 1e-9, 1e-12)]
 
 
-def laplace_tail(t: float, eps: float) -> float:
-    """Pr[Lap(1/ε) >= t] = ½e^{−εt} for t >= 0 (Def. 3)."""
-    return 0.5 * math.exp(-eps * t)
-
-
-@pytest.mark.parametrize(("eps", "delta"), GRID)
-def test_continuous_pmg_tails(eps: float, delta: float) -> None:
-    """Note §6 item 8: 6·Pr[Lap >= ln(3/δ)/ε] = δ and (k+1)·Pr[Lap >= ln((k+1)/(2δ))/ε] = δ."""
-    assert 6 * laplace_tail(math.log(3 / delta) / eps, eps) == pytest.approx(delta, rel=1e-12)
-    for k in (1, 10, 1000):
-        assert (k + 1) * laplace_tail(math.log((k + 1) / (2 * delta)) / eps, eps) == pytest.approx(
-            delta, rel=1e-12
-        )
-
-
 @pytest.mark.parametrize(("eps", "delta"), GRID)
 def test_discrete_pmg_threshold(eps: float, delta: float) -> None:
     """§5.2: T = 1 + 2t', t' = ⌈ln(6e^ε/((e^ε+1)δ))/ε⌉ with 6·Pr[Geom >= t'] <= δ, and t' is the

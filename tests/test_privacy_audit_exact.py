@@ -13,7 +13,7 @@ probability Pr[Z >= 1] ≈ 0.27 against 0).
 
 Measured with these seeds (n = 20000 runs per side, ε = 1, δ = 1e-3, T = 8): empirical ε lower
 bounds 0.00 (new key) and 0.93 (shared) at the real calibration; 1.92 with the noise halved; 6.20
-with threshold 2 (asserted: real <= ε with no violation; broken > 1.3·ε resp. > 3·ε, violated).
+with threshold 2 (asserted: no violation at the real calibration; broken > 1.3·ε resp. > 3·ε, violated).
 
 False-failure rate: each one-sided Clopper–Pearson bound fails with probability
 α = 1e-3 / (2·2·#events), so a correct (ε, δ)-DP mechanism is flagged in one audit with probability
@@ -101,9 +101,8 @@ def test_the_audited_sampler_is_the_release() -> None:
 
 @pytest.mark.parametrize("pair", ["new_key", "shared"])
 def test_audit_passes_the_real_calibration(pair: str) -> None:
-    violations, eps_lower = run_audit(real, pair, 61, 20000)
+    violations, _ = run_audit(real, pair, 61, 20000)
     assert not violations, violations
-    assert eps_lower <= EPS
 
 
 def test_audit_flags_noise_two_times_too_small_on_the_shared_key() -> None:

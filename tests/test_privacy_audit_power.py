@@ -23,8 +23,8 @@ False-failure rate: each one-sided Clopper–Pearson bound fails with probabilit
 
 Power (measured with these seeds, k = 4, ε = 1, δ = 1e-3, n = 20000 (40000 for GSHM) per side):
 every halved-noise variant is flagged; empirical ε lower bounds (real → halved):
-laplace_threshold 0.73 → 1.74, GSHM 0.53 → 1.44, chan_topk 0.74 → 1.75 (asserted: real <= ε with no
-violation, halved > 1.3·ε with a violation). GSHM's discrete-Gaussian sampler is fast enough
+laplace_threshold 0.73 → 1.74, GSHM 0.53 → 1.44, chan_topk 0.74 → 1.75 (asserted: no violation at the
+real calibration, which already bounds the empirical ε by ε; halved > 1.3·ε with a violation). GSHM's discrete-Gaussian sampler is fast enough
 (~1e5 draws/s), so the production per-coordinate sampler is audited directly.
 """
 
@@ -148,7 +148,6 @@ def test_audit_passes_real_calibration(name: str) -> None:
     violations, eps_lower = run_audit(make(1), n, seed)
     print(f"{name} real: eps_lower={eps_lower:.3f}")
     assert not violations, violations
-    assert eps_lower <= EPS
 
 
 @pytest.mark.parametrize("name", list(CASES))
