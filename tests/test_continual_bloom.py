@@ -153,7 +153,6 @@ def test_insert_and_min_rule_on_a_single_node() -> None:
     family = _family("single", 5, 50)
     counts = {"a": 7, "b": 0, 3: 12, b"z": 1}
     table = BloomTable.from_counts(family, counts)
-    assert int(table.cells.min()) >= 0
     assert table.cells.sum() == 5 * (7 + 12 + 1)  # every non-zero item lands once per row
     for row in table.cells:
         assert int(row.sum()) == 20

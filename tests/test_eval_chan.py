@@ -31,7 +31,7 @@ def test_tiny_run_has_every_arm_and_part(tiny: StudyRun) -> None:
     assert {r["part"] for r in runs} == {"paper setup", "MG calibration", "theory"}
     assert {r["arm"] for r in runs if r["part"] == "theory"} >= {"PDCH-LU", "PDCH-BF", "DCH-LU (noiseless)"}
     for r in runs:
-        assert r["error_max_all"] >= 0 and r["items"] >= r["heavy"] - r["released"]
+        assert r["items"] >= r["heavy"] - r["released"]
     # the noiseless baseline's window size is exact
     assert all(
         r["window_total_ratio"] == 1 for r in runs if r["arm"] == arms.DCH_LU and r["part"] != "theory"
@@ -39,7 +39,7 @@ def test_tiny_run_has_every_arm_and_part(tiny: StudyRun) -> None:
     comm = {r["arm"]: r for r in tiny.tables["communication"]}
     own = next(r for a, r in comm.items() if "paper's own" in a)
     assert own["bytes_128_per_node_step"] == 8 * 9786 * 128 == 10_020_864
-    assert all(r["messages"] >= 0 for r in tiny.tables["messages"])
+    assert tiny.tables["messages"]
     assert {r["level"] for r in tiny.tables["theory_params"]} == set(range(13))  # λ = 1/1024: ℓ = 12
 
 

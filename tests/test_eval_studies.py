@@ -76,7 +76,7 @@ def test_lebeda_tetek_rows_cover_every_arm(tiny_runs: dict[str, Path]) -> None:
     }
     settings = lt.TINY
     for row in runs:
-        assert row["covered"] in (0.0, 1.0) and row["max_error"] >= 0 and row["released"] >= 0
+        assert row["covered"] in (0.0, 1.0)
         assert row["epsilon"] in settings.epsilons and row["rep"] < settings.reps
         if row["mechanism"] == "pmg" and row["part"] != "user":
             assert row["false_keys"] == 0 and row["threshold"] > 1

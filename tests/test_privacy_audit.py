@@ -25,6 +25,7 @@ from scipy import stats
 from privstream.accounting import Budget
 from privstream.mechanisms import pmg_threshold, release
 from privstream.mechanisms.common import add_laplace, laplace_scale, threshold_and_sort
+from privstream.mechanisms.pmg import pmg_release
 from privstream.noise import SeededRandomSource
 from privstream.sketches import MisraGries, StandardMisraGries, merge_in_order
 
@@ -232,3 +233,37 @@ def test_audit_flags_sensitivity_one_noise_on_merged_sketch() -> None:
     violations, eps_lower = audit(a, b, events)
     assert violations
     assert eps_lower > 2 * EPS  # the empirical privacy loss is far beyond the claimed ε
+
+
+def pmg_halved(sketch: object, rng: SeededRandomSource) -> Output:
+    """PMG with its noise scale halved (Laplace 1/(2ε)), the production threshold kept: NOT private
+    at ε (about 2ε on Lemma 2's pairs). The power check of the PMG audit."""
+    return pmg_release(sketch.slots(), 2 * EPS, pmg_threshold(EPS, DELTA), rng)  # type: ignore[attr-defined]
+
+
+def test_the_audited_pmg_is_the_registered_release() -> None:
+    """The power check below varies ``pmg_release``; the registered mechanism is exactly it."""
+    big, _, _ = lemma2_pairs()["S6"]
+    for seed in range(5):
+        want = pmg_release(big.slots(), EPS, pmg_threshold(EPS, DELTA), SeededRandomSource(seed))
+        assert pmg(big, SeededRandomSource(seed)) == want
+
+
+def test_pmg_audit_flags_noise_two_times_too_small() -> None:
+    """The same procedure as ``test_pmg_audit_on_lemma_2_worst_cases``, on PMG with halved noise:
+    it must report a violation (deterministic with these seeds). On S2 the heavy keys differ by one
+    (22 vs 23), which halved noise makes e^2-distinguishable; S6's pair differs only in keys far
+    below the threshold, where less noise makes a release rarer, not more telling, so it is not the
+    pair that shows the power."""
+    state = "S2"
+    big, small, differing = lemma2_pairs()[state]
+    common_heavy = [0, 1]
+    n = 6000
+    a, b = runs(pmg_halved, big, 1, n), runs(pmg_halved, small, 2, n)
+    pilot = runs(pmg_halved, big, 3, 2000)
+    events = threshold_events(total_value(common_heavy), pilot)
+    events.append(lambda o: any(x in differing for x, _ in o))
+    events += [lambda o, x=x, c=c: dict(o).get(x, 0) >= c for x in common_heavy for c in (22, 26, 30)]
+    violations, eps_lower = audit(a, b, events)
+    print(f"pmg halved ({state}): eps_lower={eps_lower:.3f}")
+    assert violations and eps_lower > 1.3 * EPS

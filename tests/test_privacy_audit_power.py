@@ -134,11 +134,32 @@ def chan_topk_sampler(factor: int) -> Sampler:
     return lambda counts, rng: chan_values(counts, factor * EPS, K, K, DOMAIN, rng, clamp=False)
 
 
+def chan_pmg_sampler(factor: int) -> Sampler:
+    # chan_pmg's calibration: Geom(exp(ε/(k+1))), clamp at 0, top k (privstream.mechanisms.chan_pmg)
+    return lambda counts, rng: chan_values(counts, factor * EPS, K, K + 1, DOMAIN, rng, clamp=True)
+
+
 CASES = {
     "laplace_threshold": (laplace_threshold_sampler, 20000, 31),
     "gshm": (gshm_sampler, 40000, 41),
     "chan_topk": (chan_topk_sampler, 20000, 51),
+    "chan_pmg": (chan_pmg_sampler, 20000, 61),
 }
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_audited_sampler_is_the_registered_release(name: str) -> None:
+    """Each power sampler above (factor 1) is exactly what ``release(..., mechanism=name)`` draws
+    with the same source, so a registered wrapper passing another ε or σ is caught by the audits."""
+    from privstream.accounting import Budget
+    from privstream.mechanisms import release
+
+    big, _ = merged_pair_all_shifted(K, 150)
+    make, _, _ = CASES[name]
+    for seed in range(3):
+        want = make(1)(big.counters(), SeededRandomSource(seed))
+        got = release(big, Budget(EPS, DELTA), mechanism=name, rng=SeededRandomSource(seed), domain=range(16))
+        assert tuple(got.items) == tuple(want), name
 
 
 @pytest.mark.parametrize("name", list(CASES))
