@@ -22,8 +22,9 @@ counts are chosen so that most start exactly there (power only: any fixed event 
 
 Limit: this is the k = 4 worst case, ℓ1 = 1.4. For larger k the worst case (2k−1)/(k+1) approaches
 2, so a calibration between 1.4/ε and 2/ε (safe at k = 4, not for every k) would pass this audit.
-That Alg. 3's ℓ1 stays below 2 for every k — what the scale 2/ε rests on — is checked exhaustively
-in tests/test_sketch_sensitivity_reduction.py (Lemma 6.2).
+That Alg. 3's ℓ1 stays below 2 — what the scale 2/ε rests on — is checked
+by a property test over random streams and every one-event deletion, k ≤ 5
+(tests/test_sketch_sensitivity_reduction.py, Lemma 6.2).
 
 False-failure rate: each one-sided Clopper–Pearson bound fails with probability
 α = 1e-3 / (2·2·#events), so a correct ε-DP mechanism is flagged in one audit with probability
