@@ -162,10 +162,10 @@ class LeaseWatch:
         if nonce not in self.writers or writer.time_ms > self.writers[nonce].time_ms:
             self.writers[nonce] = writer
 
-    def entry_seen(self, writer_nonce: str, *, force: bool = False) -> None:
-        """A ledger entry arrived after this start-up's fence (``force``) or while watching: its writer
-        is live (unless it is this start-up)."""
-        if (force or self._watched) and writer_nonce != self.own_nonce:
+    def entry_seen(self, writer_nonce: str) -> None:
+        """A ledger entry arrived after this start-up's fence: its writer is live (unless it is this
+        start-up)."""
+        if writer_nonce != self.own_nonce:
             raise LiveWriter(f"writer {writer_nonce} charged ledger {self.ledger_id!r} during this start-up")
 
     def start_watch(self, now_ms: int | None = None) -> float:

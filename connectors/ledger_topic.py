@@ -221,7 +221,7 @@ def read_ledger(
             if record.value["ledger_id"] == ledger_id:
                 chain.add(record)
                 if watching or behind:
-                    watch.entry_seen(chain.writer, force=True)
+                    watch.entry_seen(chain.writer)
         else:
             raise LedgerUnavailable(
                 f"unexpected {record.schema} record on the ledger topic at partition "

@@ -123,17 +123,10 @@ class HeavyHittersJob:
     def _launch_heartbeat(self, writer: str) -> None:
         """Heartbeat as the new writer from the end of the ledger read for one lease, until the
         release operator's own heartbeats take over (:mod:`~privstream.connectors.ledger_lease`)."""
-        from privstream.connectors.ledger_lease import Heartbeat, LedgerLease
+        from privstream.connectors.ledger_lease import Heartbeat
+        from privstream.jobs.pipeline import ledger_lease
 
-        config = self.config
-        lease = LedgerLease(
-            config.bootstrap,
-            config.ledger_topic,
-            config.release.ledger_id,
-            writer,
-            config.job_name,
-            config.ledger_lease.total_seconds(),
-        )
+        lease = ledger_lease(self.config, writer)
         if self._heartbeat is not None:
             self._heartbeat.stop()
         self._heartbeat = Heartbeat(lease, duration_s=lease.lease_s).start()

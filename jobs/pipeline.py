@@ -56,15 +56,14 @@ def _txn_prefix(config: HeavyHittersConfig, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-{config.release.ledger_id}-{what}")
 
 
-def _lease(config: HeavyHittersConfig, initial_ledger: bytes) -> LedgerLease:
-    """The release operator's ledger lease (heartbeats as the start-up's writer)."""
-    from privstream.accounting import PrivacyLedger
-
+def ledger_lease(config: HeavyHittersConfig, writer: str) -> LedgerLease:
+    """The job's ledger lease for ``writer`` (the start-up's nonce): the launcher's and the release
+    operator's heartbeats (:mod:`~privstream.connectors.ledger_lease`)."""
     return LedgerLease(
         bootstrap=config.bootstrap,
         topic=config.ledger_topic,
         ledger_id=config.release.ledger_id,
-        writer=PrivacyLedger.from_bytes(initial_ledger).writer,
+        writer=writer,
         job_name=config.job_name,
         lease_s=config.ledger_lease.total_seconds(),
     )
@@ -92,6 +91,8 @@ def build_pipeline(
     from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
+
+    from privstream.accounting import PrivacyLedger
 
     t_env = StreamTableEnvironment.create(env)
     rows = events_source(
@@ -128,7 +129,7 @@ def build_pipeline(
                 config.policy,
                 initial_ledger,
                 expose_sketches=bool(hooks.expose_sketches_topic),
-                lease=_lease(config, initial_ledger),
+                lease=ledger_lease(config, PrivacyLedger.from_bytes(initial_ledger).writer),
                 submission_key=new_noise_key(),
             ),
             output_type=BYTES,

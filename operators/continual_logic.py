@@ -90,7 +90,10 @@ class ContinualSettings:
         if self.window_items is not None and self.window_items < 1:
             raise ValueError(f"--window-items: must be >= 1, got {self.window_items}")
         heavy_hitter_bar(self.theta, Fraction(0), 1)  # theta in (0, 1), named
-        self.bf_config()  # epsilon, lam, window, delta: fail fast, naming the parameter
+        # epsilon, lam, window (and delta, k for bf): fail fast, naming the parameter
+        if self.bf_config() is None:
+            LazyUpdateAggregator(self.nodes, self.lam, self.window)
+            PCC(self.epsilon, self.lam, self.window, self.domain, noiseless=True)
         if self.mode == "bf":
             try:
                 roster = self.roster()
@@ -133,9 +136,8 @@ class ContinualSettings:
         return TimeEpochs(self.step_ms, 0)
 
     def bf_config(self) -> PdchBfConfig | None:
+        """PDCH-BF's public parameters (None in mode lu)."""
         if self.mode != "bf":
-            LazyUpdateAggregator(self.nodes, self.lam, self.window)  # validates lam, window
-            PCC(self.epsilon, self.lam, self.window, self.domain, noiseless=True)
             return None
         return pdch_bf_config(
             self.epsilon,
@@ -211,7 +213,8 @@ def _unpack(data: bytes) -> list[bytes]:
 class ContinualNode:
     """One node: time steps by punctuation, its protocol, one ``ContinualUpdate`` per closed step.
 
-    ``protocol`` is the node protocol's state (None: new); ``steps`` holds the open steps' items
+    ``protocol`` is the node protocol's state (None: new), or ``loaded`` that state restored;
+    ``steps`` holds the open steps' items
     (epoch -> int64 array bytes, in arrival order); ``progress`` its punctuation clock."""
 
     def __init__(
@@ -221,6 +224,7 @@ class ContinualNode:
         protocol: bytes | None,
         steps: MutableMapping[int, bytes],
         progress: ShardProgress,
+        loaded: LazyUpdateNode | PdchBfNode | None = None,
     ) -> None:
         self.node = node
         self.settings = settings
@@ -229,7 +233,9 @@ class ContinualNode:
         self.late_reason = ""
         self.unreleased_events = 0
         self.shard = node
-        self._protocol = self._load(protocol)
+        #: ``loaded``: the protocol already restored from ``protocol`` (the operator keeps it between
+        #: messages instead of deserialising the state for every one)
+        self._protocol = loaded if loaded is not None else self._load(protocol)
 
     def _load(self, data: bytes | None) -> LazyUpdateNode | PdchBfNode:
         s = self.settings
@@ -290,18 +296,17 @@ class ContinualNode:
         return out
 
     def _close_through(self, last: int | None) -> list[bytes]:
-        closed = self.progress.closed_through
-        if last is None or (closed is not None and last <= closed):
+        """Feed every step closed by ``last`` to the protocol (:meth:`ShardProgress.close_through`);
+        step 1 is the epoch after the first punctuation's."""
+        epochs = self.progress.close_through(last)
+        if epochs is None:
             return []
-        if self.progress.first_epoch is None:
-            self.progress.first_epoch = last + 1  # steps start after the first punctuation's epoch
         first = self.progress.first_epoch
-        start = first if closed is None else max(first, closed + 1)
+        assert first is not None
         out = []
-        for epoch in range(start, last + 1):
+        for epoch in epochs:
             items = np.frombuffer(self.steps.pop(epoch, b""), dtype=np.int64)
             out.append(self._step(epoch, epoch - first + 1, items))
-        self.progress.closed_through = last
         return out
 
     def _step(self, epoch: int, step: int, items: np.ndarray) -> bytes:
@@ -345,7 +350,8 @@ class ContinualAggregator:
         self.released = 0  #: the last step released
         self.words: list[int] = [0] * k
         self._tables: dict[tuple[int, int, int], bytes] = {}  # (level, index, node) -> BfMessage bytes
-        self._pending: dict[tuple[int, int], bytes] = {}  # (step, node) -> its update, not yet applied
+        #: (step, node) -> its update (bytes, decoded), not yet applied
+        self._pending: dict[tuple[int, int], tuple[bytes, dict[str, Any]]] = {}
         self._lu = LazyUpdateAggregator(k, settings.lam, settings.window, window_items=settings.window_items)
         config = settings.bf_config()
         self._bf = None if config is None else PdchBfAggregator(settings.roster(), config)
@@ -372,14 +378,14 @@ class ContinualAggregator:
                 f"nodes disagree on the epoch of step {step} ({known} vs {value['epoch']}): their first "
                 "punctuations differ; punctuate every partition from the same clock"
             )
-        self._pending[(step, node)] = record
+        self._pending[(step, node)] = (record, value)
         self.closed[node] = step
         self.words[node] += value["words"]
         out = []
         while self.released < min(self.closed):
             step = self.released + 1
             for i in range(self.settings.nodes):
-                self._apply(i, decode(self._pending.pop((step, i)))[1])
+                self._apply(i, self._pending.pop((step, i))[1])
             self.released = step
             out.append(self._release(step))
             self.epochs.pop(step, None)
@@ -468,7 +474,7 @@ class ContinualAggregator:
             blobs = [encode_counters(self._lu.node_values(i)) for i in range(k)]
         else:
             blobs = [self._tables[key] for key in sorted(self._tables)]
-        pending = [self._pending[key] for key in sorted(self._pending)]
+        pending = [self._pending[key][0] for key in sorted(self._pending)]
         return encode_envelope(AGGREGATOR_STATE, head, _pack([epochs, *pending, *blobs]))
 
     def _restore(self, data: bytes) -> None:
@@ -481,7 +487,7 @@ class ContinualAggregator:
         pending, blobs = blobs[1 : head[-1] + 1], blobs[head[-1] + 1 :]
         for record in pending:
             value = decode(record)[1]
-            self._pending[(value["step"], value["node"])] = record
+            self._pending[(value["step"], value["node"])] = (record, value)
         if self._bf is None:
             from privstream.continual.lazy_update import decode_counters
 

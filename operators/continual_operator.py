@@ -41,30 +41,43 @@ class ContinualNodeFunction(ShardSketchFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)
         self.protocol = runtime_context.get_state(ValueStateDescriptor("node-protocol", BYTES))
+        #: node -> (its protocol state bytes, that state restored), kept between messages so the
+        #: state is not deserialised for every one; reset by every restore (open() runs again)
+        self.loaded: dict[int, tuple[bytes | None, Any]] = {}
 
     def _sketcher(self, shard: int) -> Any:
         value = self.protocol.value()
-        return _SavingNode(
+        state = None if value is None else bytes(value)
+        cached = self.loaded.get(shard)
+        node = _SavingNode(
             shard,
             self.settings,
-            None if value is None else bytes(value),
+            state,
             _MapStateStore(self.sketches),
             ShardProgress.from_bytes(self.progress.value()),
-            self.protocol,
+            cached[1] if cached is not None and cached[0] == state else None,
         )
+        node.state, node.loaded = self.protocol, self.loaded
+        self.loaded[shard] = (state, node._protocol)
+        return node
 
 
 class _SavingNode(ContinualNode):
-    """A node that writes its protocol state back to Flink state whenever steps close."""
+    """A node that writes its protocol state back to Flink state (and to the operator's cache of
+    restored protocols) whenever steps close."""
 
-    def __init__(self, *args: Any) -> None:
-        *node_args, self._state = args
-        super().__init__(*node_args)
+    state: Any
+    loaded: dict[int, tuple[bytes | None, Any]]
 
     def _close_through(self, last: int | None) -> list[bytes]:
+        kept = self.loaded.pop(self.node, None)  # never reuse a protocol left half-changed by an error
         out = super()._close_through(last)
         if out:
-            self._state.update(self.protocol_bytes())
+            state = self.protocol_bytes()
+            self.state.update(state)
+            self.loaded[self.node] = (state, self._protocol)
+        elif kept is not None:
+            self.loaded[self.node] = kept
         return out
 
 

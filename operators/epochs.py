@@ -94,6 +94,19 @@ class ShardProgress:
     #: why this shard stopped supporting releases: set (for good) by the first misrouted event
     misrouted: str | None = None
 
+    def close_through(self, last: int | None) -> range | None:
+        """Close every epoch up to ``last`` not closed yet; returns them (empty ones included), or
+        None if ``last`` closes nothing new. A shard with no epoch yet (time epochs: its first
+        punctuation) starts after ``last``, so that call returns an empty range."""
+        closed = self.closed_through
+        if last is None or (closed is not None and last <= closed):
+            return None
+        if self.first_epoch is None:
+            self.first_epoch = last + 1
+        start = self.first_epoch if closed is None else max(self.first_epoch, closed + 1)
+        self.closed_through = last
+        return range(start, last + 1)
+
     def to_bytes(self) -> bytes:
         """The core's binary envelope (:mod:`privstream.operators.state_records`), not JSON."""
         params = optional_ints([self.seen, self.watermark, self.first_epoch, self.closed_through])

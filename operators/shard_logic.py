@@ -141,22 +141,18 @@ class ShardSketcher:
         return out
 
     def _close_through(self, last: int | None) -> list[ShardSketch]:
-        """Emit epochs ``first_epoch..last`` not yet closed, empty ones included. A shard with no
-        epoch yet (time epochs: its first punctuation) starts after ``last`` and only reports
-        progress, so the merge need not wait for it."""
-        closed = self.progress.closed_through
-        if last is None or (closed is not None and last <= closed):
+        """Emit epochs ``first_epoch..last`` not yet closed, empty ones included
+        (:meth:`ShardProgress.close_through`); a shard whose first punctuation closes nothing only
+        reports progress, so the merge need not wait for it."""
+        epochs = self.progress.close_through(last)
+        if epochs is None:
             return []
-        if self.progress.first_epoch is None:
-            self.progress.first_epoch = last + 1
-        start = self.progress.first_epoch if closed is None else max(self.progress.first_epoch, closed + 1)
         out = []
-        for epoch in range(start, last + 1):
+        for epoch in epochs:
             data = self.store.pop(epoch, None)
             data = data or self.spec.new().to_bytes()
             out.append(ShardSketch(self.shard, epoch, data, epoch, self.progress.misrouted))
-        self.progress.closed_through = last
-        return out or [ShardSketch(self.shard, None, None, last, self.progress.misrouted)]
+        return out or [ShardSketch(self.shard, None, None, epochs.stop - 1, self.progress.misrouted)]
 
 
 class MergeState(NamedTuple):
