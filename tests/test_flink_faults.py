@@ -30,6 +30,7 @@ from tests.flink_fixtures import (
     read_topic,
     seeded,
     start_job,
+    trigger_checkpoint,
 )
 from tests.test_flink_heavy_hitters import EPOCH_EVENTS, K, assert_same_releases
 
@@ -119,10 +120,20 @@ def test_durable_broker_restarted_while_the_job_runs(
         phased = PhasedProducer(bootstrap, fresh_name("restart-events"), reconnect_backoff_max_ms=1000)
         phased.first()
         prefix = fresh_name("restart")
-        config = replace(job_config(phased.stream, prefix, restart_attempts=50), stop_at_end_markers=False)
+        rest_port = free_port()
+        config = replace(
+            job_config(
+                phased.stream, prefix, restart_attempts=50, flink_conf=(("rest.port", str(rest_port)),)
+            ),
+            stop_at_end_markers=False,
+        )
         client = start_job(config, seeded(prefix))  # unbounded
         assert len(read_topic(bootstrap, config.releases_topic, expect=1, idle_s=0.0)) == 1
-        time.sleep(2.0)  # the job has consumed phase 1 and checkpointed
+        job_id = str(client.get_job_id())
+        # Caught up: epoch 0's release is committed, so the source has read phase 1; the second
+        # triggered checkpoint's barrier follows every phase-1 record through the job.
+        trigger_checkpoint(rest_port, job_id)
+        trigger_checkpoint(rest_port, job_id)
         stopped, old_pid = time.monotonic(), broker.pid
         broker.stop()
         broker.start()
@@ -151,10 +162,11 @@ def test_durable_broker_restarted_while_the_job_runs(
 def test_taskmanager_killed_mid_epoch(
     flink_broker, hh_reference_run: JobOutputs, standalone_cluster, tmp_path
 ) -> None:
-    """``flink run -d`` on a standalone cluster; after epoch 0 was released, the second half of the
-    stream is produced and, while the job processes it, the TaskManager process and its Python
-    workers are killed (SIGKILL); a new TaskManager is started and the job restores its last
-    checkpoint on it and runs to the end, replaying what was in flight. The outputs equal the
+    """``flink run -d`` on a standalone cluster; after epoch 0 was released, most of the second half
+    of the stream is produced, a checkpoint is triggered and, once it completed, the TaskManager
+    process and its Python workers are killed (SIGKILL); a new TaskManager is started, the rest of
+    the stream is produced, and the job restores its last checkpoint on it and runs to the end,
+    replaying what was in flight. No step waits a fixed time. The outputs equal the
     failure-free run's, and Flink's exception history shows the lost TaskManager."""
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("tm-events"))
     phased.first()  # 10000 events per shard: epoch 0 closes, 2000 events of epoch 1 stay in state
@@ -174,14 +186,17 @@ def test_taskmanager_killed_mid_epoch(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     [old] = standalone_cluster.taskmanager_pids()
-    phased.rest()
-    time.sleep(0.3)  # the job is busy with the second half
+    [job] = standalone_cluster.rest("/jobs/overview")["jobs"]
+    # All of the second half but shard 0's last 4 batches: the job cannot finish (shard 0 has not
+    # reached its stop offset, no EndMarker closed epoch 2) whatever the machine's speed.
+    phased.second(held_batches=4)
+    checkpoint = trigger_checkpoint(standalone_cluster.rest_port, job["jid"], timeout_s=120)
     in_flight = len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", idle_s=0.0, timeout_s=5))
     for pid in [old, *descendants(old)]:  # the TaskManager and its Python workers: a machine loss
         os.kill(pid, signal.SIGKILL)
     standalone_cluster.start_taskmanager()
+    phased.rest()  # the held batches and the EndMarkers, while the job restores on the new TaskManager
     out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
-    [job] = standalone_cluster.rest("/jobs/overview")["jobs"]
     deadline = time.monotonic() + 120
     while job["state"] != "FINISHED" and time.monotonic() < deadline:
         time.sleep(1.0)
@@ -191,9 +206,10 @@ def test_taskmanager_killed_mid_epoch(
     assert history, "the job must have failed over"
     produced = len(phased.columns.items)
     figures = assert_counted_once(out, hh_reference_run, produced)
-    assert in_flight < 3  # killed before the job was done
+    assert in_flight < 3  # killed before epoch 2 could close
     figures.update(
         killed_pid=old,
+        killed_after_checkpoint=checkpoint,
         releases_before_kill=in_flight,
         failovers=len(history),
         first_failure=history[0]["exceptionName"],
