@@ -6,6 +6,12 @@ takes a raw value, randomises it *in this process* and sends the resulting
 encoded. ``submit`` is the producer's only sending method: it does not take reports, bytes or
 payloads, so no caller can put a hand-built report (which could carry a raw value) on the wire.
 Messages carry no key (a key would link reports).
+
+HG-LDP clients (:class:`privstream.ldp.HgLdpClient`: BGR, DSR, BDR, CNR) randomise against the
+server's public state: the producer follows the deployment's state on the compacted ``ldp-state``
+topic (:class:`~privstream.connectors.ldp_state.StateReader`), waits for the first state, picks up
+newer versions before each report, and the report names the version it used. The state is public;
+the raw value still never leaves :meth:`LdpProducer.submit`.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from typing import Any
 
 from privstream.connectors.avro_codec import default_registry
 from privstream.connectors.clients import ProducerHandle, kafka_producer
+from privstream.connectors.ldp_state import LDP_STATE, StateReader
 from privstream.connectors.topics import LDP_REPORTS
 
-from privstream.ldp import LdpReport, LocalRandomiser
+from privstream.ldp import HgLdpClient, LdpReport, LocalRandomiser
 
 
 def report_to_record(report: LdpReport) -> dict[str, Any]:
@@ -44,10 +51,22 @@ def report_from_record(record: dict[str, Any]) -> LdpReport:
 
 
 class LdpProducer(ProducerHandle):
-    """Sends locally randomised reports of one randomiser to ``topic`` (default ``ldp-reports``)."""
+    """Sends locally randomised reports of one randomiser to ``topic`` (default ``ldp-reports``).
+
+    For an HG-LDP client, ``deployment`` names the server whose state (on ``state_topic``) the
+    client randomises against; the constructor waits up to ``state_timeout_s`` for its first state
+    and refuses a state published with other parameters than the client's."""
 
     def __init__(
-        self, bootstrap: str, randomiser: LocalRandomiser, topic: str = LDP_REPORTS, **producer_config: Any
+        self,
+        bootstrap: str,
+        randomiser: LocalRandomiser,
+        topic: str = LDP_REPORTS,
+        *,
+        deployment: str | None = None,
+        state_topic: str = LDP_STATE,
+        state_timeout_s: float = 10.0,
+        **producer_config: Any,
     ) -> None:
         if not isinstance(randomiser, LocalRandomiser):
             raise TypeError(f"randomiser: expected a LocalRandomiser, got {type(randomiser).__name__}")
@@ -55,10 +74,35 @@ class LdpProducer(ProducerHandle):
         self.randomiser = randomiser
         self.reports_sent = 0
         self._registry = default_registry()
+        self._state: StateReader | None = None
+        if isinstance(randomiser, HgLdpClient):
+            if not deployment:
+                raise ValueError("deployment: an HG-LDP client needs the deployment id of its server")
+            self._state = StateReader(
+                bootstrap, deployment=deployment, scheme=randomiser.scheme, topic=state_topic
+            )
+            try:
+                randomiser.update_state(self._state.wait(state_timeout_s))
+                if self._state.parameters != randomiser.parameters:
+                    raise ValueError(
+                        f"parameters: deployment {deployment!r} publishes other parameters than the client's"
+                    )
+            except Exception:
+                self._state.close()
+                raise
         self._producer = kafka_producer(bootstrap, **producer_config)
 
     def submit(self, value: Any) -> None:
         """Randomise ``value`` locally (this producer's randomiser) and send only its report."""
+        if self._state is not None:
+            latest = self._state.refresh()
+            if latest is not None and isinstance(self.randomiser, HgLdpClient):
+                self.randomiser.update_state(latest)
         report = self.randomiser.encode(value)
         self._producer.send(self.topic, value=self._registry.encode("LdpReport", report_to_record(report)))
         self.reports_sent += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._state is not None:
+            self._state.close()
+        super().close(timeout)

@@ -86,6 +86,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "with --file (a generator's span is known in advance)",
         )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    from privstream.connectors.ldp_produce_cli import add_ldp_arguments
+
+    add_ldp_arguments(parser)
 
 
 def _number(text: str) -> int | float:
@@ -260,10 +263,16 @@ def _produce(args: argparse.Namespace) -> int:
         generate_events(
             args.generator, 1, seed=args.seed, num_users=args.users, rate=args.rate, **params
         )  # fail fast
+        if args.ldp:
+            from privstream.connectors.ldp_produce_cli import produce_ldp
+
+            return produce_ldp(args, params, count or 0)
         chunks = _generated_chunks(args, count, params, start_ms)
         total: int | None = count
         generated = _generated_span(args, count or 1, start_ms)
         span = (generated[0] if span[0] is None else span[0], generated[1] if span[1] is None else span[1])
+    elif args.ldp:
+        raise ValueError("--ldp: only with --generator (file items would need a declared domain)")
     else:
         total = _count(args.count, required=False)
         if every_ms is not None:

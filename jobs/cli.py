@@ -1,7 +1,8 @@
 """``privstream run <job> …``: run a Flink job locally (a MiniCluster in this process).
 
-Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`) and ``continual-monitor``
-(:mod:`privstream.jobs.continual_monitor`). To submit to a cluster instead, use
+Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`), ``continual-monitor``
+(:mod:`privstream.jobs.continual_monitor`) and ``ldp-heavy-hitters``
+(:mod:`privstream.jobs.ldp_heavy_hitters`). To submit to a cluster instead, use
 Flink's own client: ``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
 """
 
@@ -13,6 +14,7 @@ import argparse
 JOBS = {
     "heavy-hitters": "privstream.jobs.heavy_hitters",
     "continual-monitor": "privstream.jobs.continual_monitor",
+    "ldp-heavy-hitters": "privstream.jobs.ldp_heavy_hitters",
 }
 
 

@@ -38,6 +38,31 @@ SAMPLES: dict[str, list[dict]] = {
             "report_time": 123,
         }
     ],
+    "LdpRelease": [
+        {
+            "deployment": "d1",
+            "scheme": "hg-cnr",
+            "epoch": 2,
+            "reports": 2000,
+            "state_version": 17,
+            "items": [{"item": 5, "estimate": 812.5}, {"item": 2, "estimate": 0.0}],
+            "epsilon": 0.99,
+            "privacy_unit": "one report (event-level LDP)",
+            "release_time": 123,
+        }
+    ],
+    "HgLdpState": [
+        {
+            "deployment": "d1",
+            "scheme": "hg-dsr",
+            "parameters": {"domain_size": "10", "k": "3"},
+            "version": 4,
+            "hot_items": [2, 5, 7],
+            "weakest_low": False,
+            "dsr_mode": "shrunk",
+            "published_time": 123,
+        }
+    ],
     "SketchSnapshot": [
         {
             "sketch_type": "MisraGries",

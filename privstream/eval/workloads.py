@@ -301,7 +301,7 @@ def _gaussian(params: Mapping[str, str], seed: int, max_events: int | None) -> W
 def _normal(params: Mapping[str, str], seed: int, max_events: int | None) -> Workload:
     count = _count(params, 1_000_000, max_events)
     domain = _int_param(params, "domain", 1000)
-    items = datagen.normal_items(count, domain=domain, seed=seed)
+    items = datagen.normal_items(count, domain=domain, std=_float_param(params, "std", None), seed=seed)
     return Workload(
         "normal", items, range(1, domain + 1), description=f"Normal on 1..{domain} (HG-LDP), {count} events"
     )
@@ -310,7 +310,9 @@ def _normal(params: Mapping[str, str], seed: int, max_events: int | None) -> Wor
 def _exponential(params: Mapping[str, str], seed: int, max_events: int | None) -> Workload:
     count = _count(params, 1_000_000, max_events)
     domain = _int_param(params, "domain", 1000)
-    items = datagen.exponential_items(count, domain=domain, seed=seed)
+    items = datagen.exponential_items(
+        count, domain=domain, scale=_float_param(params, "scale", None), seed=seed
+    )
     return Workload(
         "exponential",
         items,
@@ -439,9 +441,14 @@ register_workload(
 register_workload(
     "gaussian", _gaussian, "Gaussian(50, 25) + 5% uniform (DPSW App. A)", parameters=("count", "universe")
 )
-register_workload("normal", _normal, "Normal on 1..domain (HG-LDP §6.1)", parameters=("count", "domain"))
 register_workload(
-    "exponential", _exponential, "Exponential on 1..domain (HG-LDP §6.1)", parameters=("count", "domain")
+    "normal", _normal, "Normal on 1..domain, σ = std (HG-LDP §6.1)", parameters=("count", "domain", "std")
+)
+register_workload(
+    "exponential",
+    _exponential,
+    "Exponential on 1..domain, scale (HG-LDP §6.1)",
+    parameters=("count", "domain", "scale"),
 )
 register_workload(
     "tiny", _tiny, "6,000-event Zipf(1.1) on 1..400, for tests", parameters=("count", "universe")

@@ -1,0 +1,56 @@
+"""The ``ldp-heavy-hitters`` job's Flink operator (body in :mod:`privstream.operators.ldp_logic`).
+
+:class:`LdpServerFunction` is keyed by one constant key (one HG-LDP server per deployment); its
+keyed ``ValueState`` is the whole server (:meth:`LdpServerLogic.to_bytes`), updated after every
+message and checkpointed with the Kafka source offsets, so a restore replays exactly the reports
+after the checkpoint into exactly that server. Main output: ``LdpRelease`` bytes; side outputs:
+the public state as ``Row(key, value)`` (:data:`STATE`) and dead letters (:data:`DEAD_LETTERS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from privstream.operators.faults import TestFaults
+from privstream.operators.kafka_io import BYTES, KEYED_BYTES
+from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
+from privstream.operators.sketch_operator import DEAD_LETTERS
+from pyflink.common import Row
+from pyflink.datastream import OutputTag
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+
+STATE = OutputTag("ldp-state", KEYED_BYTES)
+
+__all__ = ["DEAD_LETTERS", "STATE", "LdpServerFunction"]
+
+
+class LdpServerFunction(KeyedProcessFunction):
+    """Rows ``(payload, partition, offset)`` of the reports topic → releases, state, dead letters."""
+
+    def __init__(self, settings: LdpServerSettings, topic: str, faults: TestFaults | None = None) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.faults = faults or TestFaults()
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.state = runtime_context.get_state(ValueStateDescriptor("hg-ldp-server", BYTES))
+        self._logic: LdpServerLogic | None = None  # rebuilt from state after every restore
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if self._logic is None:
+            stored = self.state.value()
+            self._logic = LdpServerLogic(self.settings, None if stored is None else bytes(stored))
+        payload = b"" if value[0] is None else bytes(value[0])
+        outputs = self._logic.process(payload, int(value[1]), int(value[2]), self.topic)
+        self.state.update(self._logic.to_bytes())
+        self.faults.on_message(0, self._logic.server.n)
+        key = self.settings.deployment.encode()
+        for kind, data in outputs:
+            if kind == "release":
+                yield data
+            elif kind == "state":
+                yield STATE, Row(key, data)
+            else:
+                yield DEAD_LETTERS, data
