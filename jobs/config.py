@@ -35,6 +35,7 @@ from privstream.operators.release_logic import ReleaseConfig
 from privstream.operators.sketch_spec import RELEASE_MODES, SHARD_KEYS, SketchSpec, kind_for
 
 from privstream.mechanisms import registry
+from privstream.noise.rng import KeyedRandomSource
 
 
 def mechanism_choices() -> tuple[str, ...]:
@@ -99,7 +100,8 @@ class TestHooks:
     seed: no privacy); ``fail_marker``/``fail_after`` make the sketch operator fail once, after
     ``fail_after`` events of shard 0 (:class:`~privstream.operators.faults.TestFaults`);
     ``expose_sketches_topic`` also publishes the merged PRE-NOISE sketches to that topic (NOT
-    private: tests and audits only)."""
+    private: tests and audits only); ``submission_key`` replaces the launcher's per-submission
+    CSPRNG noise key (a known key: no privacy), so a test can tell which key a release used."""
 
     __test__ = False  # not a pytest test class
 
@@ -107,8 +109,11 @@ class TestHooks:
     fail_marker: str | None = None
     fail_after: int = 0
     expose_sketches_topic: str | None = None
+    submission_key: bytes | None = None
 
     def __post_init__(self) -> None:
+        if self.submission_key is not None and len(self.submission_key) < KeyedRandomSource.MIN_KEY_BYTES:
+            raise ValueError(f"submission_key: at least {KeyedRandomSource.MIN_KEY_BYTES} bytes")
         if self.expose_sketches_topic is not None:
             _topic("expose_sketches_topic", self.expose_sketches_topic)
 

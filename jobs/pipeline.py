@@ -130,7 +130,7 @@ def build_pipeline(
                 initial_ledger,
                 expose_sketches=bool(hooks.expose_sketches_topic),
                 lease=ledger_lease(config, PrivacyLedger.from_bytes(initial_ledger).writer),
-                submission_key=new_noise_key(),
+                submission_key=hooks.submission_key or new_noise_key(),
             ),
             output_type=BYTES,
         )

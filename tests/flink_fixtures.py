@@ -338,6 +338,15 @@ def start_job(config: HeavyHittersConfig, hooks: TestHooks) -> Any:
     return HeavyHittersJob(config, hooks=hooks).start()
 
 
+def rest_get(rest_port: int, path: str) -> Any:
+    """A GET of a MiniCluster's REST API (with ``rest.port`` set), decoded JSON."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}{path}", timeout=10) as resp:
+        return json.load(resp)
+
+
 def trigger_checkpoint(rest_port: int, job_id: str, timeout_s: float = 60.0) -> int:
     """Trigger a checkpoint of a running job through Flink's REST API (the MiniCluster's, with
     ``rest.port`` set) and wait until it completed; returns its id. With a long periodic interval
@@ -353,8 +362,7 @@ def trigger_checkpoint(rest_port: int, job_id: str, timeout_s: float = 60.0) -> 
         trigger = json.load(resp)["request-id"]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{url}/{trigger}", timeout=10) as resp:
-            status = json.load(resp)
+        status = rest_get(rest_port, f"/jobs/{job_id}/checkpoints/{trigger}")
         if status["status"]["id"] == "COMPLETED":
             operation = status.get("operation") or {}
             if "checkpointId" not in operation:
@@ -461,11 +469,7 @@ class StandaloneCluster:
 
     def rest(self, path: str) -> Any:
         """A GET of the cluster's REST API (decoded JSON)."""
-        import json
-        import urllib.request
-
-        with urllib.request.urlopen(f"http://localhost:{self.rest_port}{path}", timeout=10) as resp:
-            return json.load(resp)
+        return rest_get(self.rest_port, path)
 
     def taskmanager_pids(self) -> list[int]:
         """The TaskManager processes (from their pid file)."""

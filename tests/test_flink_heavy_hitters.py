@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -37,11 +37,15 @@ from tests.flink_fixtures import (
     job_config,
     read_outputs,
     read_topic,
+    rest_get,
     run_job_to_end,
     seeded,
     start_job,
     trigger_checkpoint,
 )
+
+if TYPE_CHECKING:
+    from privstream.jobs.config import HeavyHittersConfig, TestHooks
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
@@ -192,27 +196,32 @@ def read_all_records(
     with RecordConsumer(
         bootstrap, topic, start="earliest", dead_letters=False, isolation_level="read_uncommitted"
     ) as reader:
-        for record in reader.records(until=lambda: done(out), idle_s=idle_s, timeout_s=120.0):
-            out.append(record)
+        try:
+            for record in reader.records(until=lambda: done(out), idle_s=idle_s, timeout_s=120.0):
+                out.append(record)
+        except TimeoutError as e:
+            seen = [(r.offset, r.value.get("epoch")) for r in out]
+            raise TimeoutError(f"{e}; (offset, epoch) seen: {seen}") from e
     return out
 
 
 def test_unseeded_restore_replays_an_aborted_release_with_the_same_noise(
     flink_broker, hh_reference_run: JobOutputs, tmp_path
 ) -> None:
-    """Production noise (no seed: a CSPRNG key kept in the release operator's checkpointed state).
-    Checkpoints only when the test triggers them: epoch 0's release is committed (its checkpoint
-    holds the key), epoch 1's release is written in an open transaction, then shard 0 fails. The
-    job restores the checkpoint after epoch 0 and releases epoch 1 again: the replay must equal the
-    aborted release a ``read_uncommitted`` reader already saw (a key drawn afresh on restore would
-    give it new noise: two releases of one epoch for one charge). Every copy of an output is
-    identical to the failure-free run's, and an event message after partition 2's EndMarker is
-    dead-lettered, not counted."""
+    """Production noise (no seed: the launcher's per-submission CSPRNG key, kept in the release
+    operator's state from the first release on). The job starts on an empty topic, and Flink takes
+    its first checkpoint at once (measured: the scheduler triggers it when the tasks run), before
+    any release; the next is a day away. Epochs 0 and 1 are then released in an open transaction,
+    shard 0 fails, and the job restores that first checkpoint, which holds no key. The replays must
+    equal the aborted releases a ``read_uncommitted`` reader already saw: only the submission's key
+    can give the same noise (a key drawn afresh would give new noise: two releases of one epoch for
+    one charge). The checkpointed key is the other source, tested across submissions by
+    :func:`test_stop_with_savepoint_and_resume`. Every copy of an output is identical to the
+    failure-free run's, and an event message after partition 2's EndMarker is dead-lettered."""
     from privstream.connectors.clients import free_port
 
     bootstrap = flink_broker.bootstrap
     phased = PhasedProducer(bootstrap, fresh_name("replay-events"), after_end_partition=2)
-    phased.first()  # epoch 0 closes on every shard
     shard0 = phased.stream.batches[0]
     fail_after = sum(map(len, shard0)) - len(shard0[-1]) + 1  # shard 0's last message fails
     marker, prefix, port = tmp_path / "failed-once", fresh_name("replay"), free_port()
@@ -220,23 +229,30 @@ def test_unseeded_restore_replays_an_aborted_release_with_the_same_noise(
         job_config(
             phased.stream, prefix, stop_offsets=phased.stop_offsets(), flink_conf=(("rest.port", str(port)),)
         ),
-        checkpoint_interval=timedelta(minutes=5),  # no periodic checkpoint during the test
-        ledger_lease=timedelta(minutes=15),
+        checkpoint_interval=timedelta(days=1),  # only the first one, at the start, during the test
+        ledger_lease=timedelta(days=3),
     )
     client = start_job(
         config, replace(seeded(prefix, fail_marker=str(marker), fail_after=fail_after), noise_seed=None)
     )
     job_id, releases = str(client.get_job_id()), f"{prefix}-releases"
-    read_all_records(bootstrap, releases, lambda out: len(out) >= 1)  # epoch 0's, not yet committed
-    trigger_checkpoint(port, job_id)
-    assert len(read_topic(bootstrap, releases, expect=1, idle_s=0.0)) == 1  # epoch 0's, committed
-    assert phased.second(held_batches=1) == fail_after - 1  # all of it but shard 0's last message
-    aborted = read_all_records(bootstrap, releases, lambda out: len(out) >= 2)[1]
-    assert aborted.value["epoch"] == 1 and released_items(aborted.value)  # in an open transaction
-    phased.rest()  # shard 0's last message: the job fails, epoch 1's transaction is aborted
     deadline = time.monotonic() + 120
-    while not marker.exists():  # no checkpoint may commit epoch 1's release before the failure
+    while rest_get(port, f"/jobs/{job_id}/checkpoints")["counts"]["completed"] < 1:
+        assert time.monotonic() < deadline, "no first checkpoint"
+        time.sleep(0.2)
+    phased.first()  # epoch 0 closes on every shard
+    assert phased.second(held_batches=1) == fail_after - 1  # all of it but shard 0's last message
+    aborted = read_all_records(bootstrap, releases, lambda out: len(out) >= 2)  # in an open transaction
+    assert [r.value["epoch"] for r in aborted] == [0, 1] and all(released_items(r.value) for r in aborted)
+    assert rest_get(port, f"/jobs/{job_id}/checkpoints")["counts"]["completed"] == 1  # none since
+    phased.rest()  # shard 0's last message: the job fails, both releases are aborted
+    while not marker.exists():  # no checkpoint may commit a release before the failure
         assert time.monotonic() < deadline, "the injected failure did not happen"
+        time.sleep(0.2)
+    # The marker is written just before the operator raises: a checkpoint triggered before Flink
+    # registered the failure can still complete (and commit epochs 0 and 1), so wait for it.
+    while not rest_get(port, f"/jobs/{job_id}/exceptions")["exceptionHistory"]["entries"]:
+        assert time.monotonic() < deadline, "Flink did not register the injected failure"
         time.sleep(0.2)
     finished = client.get_job_execution_result()
     while not finished.done():  # the restored job replays epochs 1 and 2; its final commit needs a checkpoint
@@ -245,13 +261,19 @@ def test_unseeded_restore_replays_an_aborted_release_with_the_same_noise(
             trigger_checkpoint(port, job_id, timeout_s=30)
         time.sleep(0.5)
     finished.result()
-    # everything a read_uncommitted reader sees: epoch 1's aborted release and its replay (this
+    # everything a read_uncommitted reader sees: the aborted releases and their replays (this
     # broker even shows aborted records to read_committed readers: docs/stack-facts.md)
-    seen = read_all_records(bootstrap, releases, lambda out: len(out) >= 4, idle_s=1.0)
+    last_aborted = max(r.offset for r in aborted)
+
+    def replayed(out: list[DecodedRecord]) -> bool:
+        return {r.value["epoch"] for r in out if r.offset > last_aborted} >= {0, 1, 2}
+
+    seen = read_all_records(bootstrap, releases, replayed, idle_s=1.0)
     by_epoch = one_per([r.value for r in seen], lambda r: r["epoch"], RELEASE_FIELDS)
     assert sorted(by_epoch) == [0, 1, 2]  # one release per epoch: all copies identical
-    assert by_epoch[1] == {k: aborted.value[k] for k in RELEASE_FIELDS}  # the aborted release's noise again
-    assert max(r.offset for r in seen if r.value["epoch"] == 1) > aborted.offset  # epoch 1 replayed
+    for record in aborted:  # the aborted release's noise again, in a replay after it
+        assert by_epoch[record.value["epoch"]] == {k: record.value[k] for k in RELEASE_FIELDS}
+        assert max(r.offset for r in seen if r.value["epoch"] == record.value["epoch"]) > record.offset
     out = read_outputs(bootstrap, prefix, expect_releases=3, sketches_per_release=3, dead_letters=2)
     sketches = one_per(out.sketches, lambda s: (s["epoch"], s["shard"]), ("data",))
     assert sketches == one_per(hh_reference_run.sketches, lambda s: (s["epoch"], s["shard"]), ("data",))
@@ -262,23 +284,35 @@ def test_unseeded_restore_replays_an_aborted_release_with_the_same_noise(
 
 
 def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutputs, tmp_path) -> None:
-    """Stop with a savepoint after epoch 0 was released, produce the rest, resume from the savepoint:
-    together the two runs publish exactly the failure-free releases, each epoch once."""
+    """Production noise (no seed), with the per-submission keys made known to the test: the first
+    submission (key A) stops with a savepoint after epoch 0 was released; the rest is produced; a
+    new submission (key B) resumes from the savepoint. Its releases must carry key A's noise, the
+    key in the savepoint's state: they equal those of a failure-free run submitted with key A (and
+    the same ledger id, which the noise context binds), not key B's. Together the two runs publish
+    each epoch once, with the failure-free run's sketches."""
     from privstream.jobs.savepoints import stop_with_savepoint
 
+    key_a, key_b = bytes(range(32)), bytes(range(32, 64))
     phased = PhasedProducer(flink_broker.bootstrap, fresh_name("sp-events"))
     phased.first()
-    prefix = fresh_name("sp")
-    client = start_job(job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets()), seeded(prefix))
+    prefix, ledger_id = fresh_name("sp"), f"test/{fresh_name('sp-ledger')}"
+
+    def config(out_prefix: str, restore_from: str | None = None) -> HeavyHittersConfig:
+        base = job_config(
+            phased.stream, out_prefix, stop_offsets=phased.stop_offsets(), restore_from=restore_from
+        )
+        return replace(base, ledger_id=ledger_id)
+
+    def hooks(out_prefix: str, key: bytes) -> TestHooks:
+        return replace(seeded(out_prefix), noise_seed=None, submission_key=key)
+
+    client = start_job(config(prefix), hooks(prefix, key_a))
     assert len(read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=0.0)) == 1
     savepoint = stop_with_savepoint(client, str(tmp_path / "savepoints"))
     stopped = read_topic(flink_broker.bootstrap, f"{prefix}-releases", expect=1, idle_s=1.0)
     assert len(stopped) == 1  # stopped mid-stream: nothing more within 1 s
     phased.rest()
-    resumed = start_job(
-        job_config(phased.stream, prefix, stop_offsets=phased.stop_offsets(), restore_from=savepoint),
-        seeded(prefix),
-    )
+    resumed = start_job(config(prefix, restore_from=savepoint), hooks(prefix, key_b))
     try:
         out = read_outputs(flink_broker.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
     finally:
@@ -286,7 +320,13 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
         # a savepoint reads to its stopping offsets but is never sent NoMoreSplits, so the resumed job
         # does not finish by itself; everything is published (EndMarkers closed every epoch): cancel.
         resumed.cancel().result()
-    assert_same_releases(out, hh_reference_run)
+    reference_prefix = fresh_name("sp-key-a")
+    start_job(config(reference_prefix), hooks(reference_prefix, key_a)).get_job_execution_result().result()
+    reference = read_outputs(
+        flink_broker.bootstrap, reference_prefix, expect_releases=3, sketches_per_release=3
+    )
+    assert_same_releases(out, reference)
+    assert [s["data"] for s in out.sketches] == [s["data"] for s in hh_reference_run.sketches]
     assert sorted(e["sequence"] for e in out.ledger) == [1, 2, 3]
     assert len(out.dead_letters) == 1
 
