@@ -3,6 +3,6 @@
 A study is one module here that calls :func:`privstream.eval.harness.register_study` at import; add
 its import below (see docs/eval.md, "How to add a study")."""
 
-from privstream.eval.studies import chan, hg_ldp, lebeda_tetek, streaming
+from privstream.eval.studies import chan, dpsw, hg_ldp, lebeda_tetek, streaming
 
-__all__ = ["chan", "hg_ldp", "lebeda_tetek", "streaming"]
+__all__ = ["chan", "dpsw", "hg_ldp", "lebeda_tetek", "streaming"]

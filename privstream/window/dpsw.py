@@ -1,0 +1,416 @@
+"""DPSW-Sketch: differentially private frequencies and heavy hitters over a sliding window
+(Wang, Wang, Chen, KDD 2024: Alg. 2 construction and maintenance, Alg. 3 queries, Lemma 4.1 privacy).
+
+Structure (Alg. 2). Positions are cut into consecutive substreams of W positions on a fixed grid
+from ``origin``; substream l covers ``[t_l, t_l + W − 1]`` with ``t_l = origin + l·W``. Each substream
+holds PCMSs (:mod:`privstream.window.pcms`) on pre-specified ranges, from the checkpoint list I:
+
+* prefix j: ``[t_l, v_j]`` with ``v_j = t_l + I[j] − 1`` (j = 1 is the whole substream);
+* suffix j >= 2: ``[u_j, t_l + W − 1]`` with ``u_j = t_l + W − I[j]`` (erratum 1: the paper's
+  ``t + I'[j]`` is one too late, leaving x undefined when the window starts at ``t_l``); suffix 1 is
+  the whole-substream PCMS itself (one PCMS, ρ_1).
+
+Every PCMS's noise is drawn once, when its substream is created (Alg. 2 lines 7–9). Only the current
+substream receives items, each into the ≤ 2|I| − 1 PCMSs whose range holds its position (lines
+10–11). Once a substream is complete its prefixes j >= 2 are dropped: they are never queried again.
+Substreams that no longer overlap the window are deleted (line 12): at most ⌈w/W⌉ + 1 are live.
+
+Queries (Alg. 3, corrected) at the current time T, window start ``s_W = max(T − w + 1, origin)``,
+``l`` = T's substream, ``l'`` = s_W's substream:
+
+* ``l' < l``: ``suffix_x`` of ``l'`` with x the largest j with ``u_j ≤ s_W`` (erratum 2: the paper's
+  line 3 names substream l), the whole-substream PCMS of every ``l' < k < l``, and ``prefix_y`` of
+  ``l`` with y the smallest j with ``v_j ≤ T``;
+* ``l' = l`` (the window starts in the current substream, erratum 3): ``prefix_y`` of ``l`` only.
+
+Every PCMS used has range end ≤ T, so no partially built PCMS is ever queried (the threat model of
+Zhao et al.: queries of completed PCMSs are post-processing, so any number of queries is free).
+Heavy hitters (Alg. 3 lines 6–9) enumerate a declared domain with threshold ``(γ − ζ)·w``; without
+a declared domain the query is refused, never answered from the raw data.
+
+Windowing (:class:`~privstream.window.params.Windowing`): COUNT positions are item indices (the
+paper); EVENT_TIME positions are integer event times given with the items, the clock moves only by
+:meth:`DPSWSketch.advance_to` (public punctuations), and empty substreams still get their noisy
+PCMSs.
+
+State bytes (:meth:`DPSWSketch.to_bytes`, :mod:`privstream.window.state`) hold noisy counters of
+PCMSs still under construction, which are NOT releasable (a partial PCMS is not private under the
+threat model), and the noise key if one is used: protect them like the raw stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
+from privstream.noise.rng import KeyedRandomSource, RandomSource
+from privstream.sketches.order import Item, item_order_key
+from privstream.window.kernels import add_items
+from privstream.window.params import DPSWParams, WindowGuarantee, Windowing
+from privstream.window.pcms import HashFamily, NoiseSampler, discrete_gaussian_noise, noisy_table, table_query
+
+logger = logging.getLogger(__name__)
+
+_DOMAIN_CHUNK = 1 << 16
+
+
+class Substream:
+    """One substream's PCMS tables, shape (K, a, b).
+
+    Under construction K = 2|I| − 1, laid out ``[prefix_1 … prefix_|I|, suffix_2 … suffix_|I|]``;
+    once complete K = |I|: ``[whole, suffix_2 … suffix_|I|]``."""
+
+    __slots__ = ("complete", "index", "tables")
+
+    def __init__(self, index: int, tables: np.ndarray, complete: bool) -> None:
+        self.index, self.tables, self.complete = index, tables, complete
+
+    def prefix(self, j: int) -> int:
+        """Table index of prefix j (1-based; only j = 1 once complete)."""
+        if self.complete and j != 1:
+            raise LookupError(f"prefix {j} of a complete substream was dropped")
+        return j - 1
+
+    def suffix(self, j: int, n: int) -> int:
+        """Table index of suffix j (suffix 1 is the whole-substream PCMS)."""
+        if j == 1:
+            return 0
+        return j - 1 if self.complete else n + j - 2
+
+
+@dataclass(frozen=True)
+class Used:
+    """One PCMS a query reads: substream, table index, and its absolute range [start, end]."""
+
+    substream: int
+    table: int
+    start: int
+    end: int
+    kind: str  # "prefix", "suffix" or "whole"
+    j: int
+
+
+class DPSWSketch:
+    """DPSW-Sketch (module docstring). ``rng`` drives the noise (the CSPRNG if None); with
+    ``noise_key`` (>= 32 secret bytes from the CSPRNG) substream l's noise comes from a keyed DRBG
+    bound to l and the parameters, so a replay after a failure redraws identical noise. Use one key
+    per sketch (per shard) and never for another stream: two streams with the same key and
+    parameters would get the same noise, and the difference of their answers would be noiseless.
+    ``noise`` replaces the sampler (tests only)."""
+
+    def __init__(
+        self,
+        params: DPSWParams,
+        *,
+        domain: Domain | DeclaredDomain | None = None,
+        rng: RandomSource | None = None,
+        noise_key: bytes | None = None,
+        noise: NoiseSampler | None = None,
+    ) -> None:
+        if not isinstance(params, DPSWParams):
+            raise ValueError(f"params: must be DPSWParams (use dpsw_params), got {type(params).__name__}")
+        if noise_key is not None:
+            KeyedRandomSource(noise_key, "check")  # validates the key (ValueError naming it)
+        self.params = params
+        self.domain = None if domain is None else declared_domain(domain)
+        self._hashes = HashFamily(params.depth, params.width, params.seed)
+        self._rng = rng
+        self._noise_key = None if noise_key is None else bytes(noise_key)
+        self._noise = noise
+        n = len(params.checkpoints)
+        self._n = n
+        length = params.substream
+        starts = [0] * n + [length - c for c in params.checkpoints[1:]]
+        ends = [c - 1 for c in params.checkpoints] + [length - 1] * (n - 1)
+        self._starts_building = np.array(starts, dtype=np.int64)
+        self._ends_building = np.array(ends, dtype=np.int64)
+        budgets = params.budgets
+        self._table_rhos = [*budgets, *budgets[1:]]  # prefix_1..prefix_|I|, suffix_2..suffix_|I|
+        self._substreams: dict[int, Substream] = {}
+        self._next = 0  # the next substream index to create
+        self._clock = params.origin - 1
+        self.items = 0  # items ingested
+        self.insertions = 0  # PCMS insertions made (<= (2|I| − 1)·items)
+        self.noise_seconds = 0.0  # time spent drawing noise (for throughput reports; not state)
+
+    # ---------------------------------------------------------------- structure
+    def _sampler(self, index: int) -> NoiseSampler:
+        if self._noise is not None:
+            return self._noise
+        if self._noise_key is not None:
+            p = self.params
+            context = (
+                f"privstream.window.dpsw substream {index} window {p.window} length {p.substream} "
+                f"checkpoints {p.checkpoints} depth {p.depth} width {p.width} seed {p.seed} origin {p.origin}"
+            )
+            return discrete_gaussian_noise(KeyedRandomSource(self._noise_key, context))
+        return discrete_gaussian_noise(self._rng)
+
+    def _create(self, index: int) -> None:
+        """Alg. 2 lines 6–9: a new substream with every PCMS's noise drawn now."""
+        p = self.params
+        sampler = self._sampler(index)
+        began = time.perf_counter()
+        tables = np.stack([noisy_table(p.depth, p.width, rho, sampler) for rho in self._table_rhos])
+        self.noise_seconds += time.perf_counter() - began
+        self._substreams[index] = Substream(index, tables, complete=False)
+        logger.debug("DPSW substream %d created (%d PCMSs)", index, len(tables))
+
+    def substream_of(self, position: int) -> int:
+        return (position - self.params.origin) // self.params.substream
+
+    def substream_start(self, index: int) -> int:
+        return self.params.origin + index * self.params.substream
+
+    def window_start(self, clock: int | None = None) -> int:
+        t = self._clock if clock is None else clock
+        return max(t - self.params.window + 1, self.params.origin)
+
+    def _ensure(self, index: int) -> None:
+        """Create substreams up to ``index`` in order, skipping those already older than the
+        window at the current clock (they could never be queried)."""
+        oldest = self.window_start()
+        for k in range(self._next, index + 1):
+            if self.substream_start(k) + self.params.substream - 1 >= oldest:
+                self._create(k)
+        self._next = max(self._next, index + 1)
+
+    def _settle(self) -> None:
+        """After the clock moved: drop the unused prefixes of complete substreams and delete the
+        substreams that no longer overlap the window (Alg. 2 line 12)."""
+        oldest = self.window_start()
+        length = self.params.substream
+        for k in list(self._substreams):
+            sub = self._substreams[k]
+            end = self.substream_start(k) + length - 1
+            if end < oldest:
+                del self._substreams[k]
+                logger.debug("DPSW substream %d expired", k)
+            elif not sub.complete and end <= self._clock:
+                keep = [0, *range(self._n, 2 * self._n - 1)]
+                sub.tables = np.ascontiguousarray(sub.tables[keep])
+                sub.complete = True
+
+    def _add(self, sub: Substream, buckets: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> None:
+        if sub.complete:  # pragma: no cover - items never reach a complete substream
+            raise RuntimeError("items reached a complete substream")
+        self.insertions += add_items(
+            sub.tables, self._starts_building, self._ends_building, offsets, buckets, lo, hi
+        )
+        self.items += hi - lo
+
+    # ---------------------------------------------------------------- updates
+    @property
+    def clock(self) -> int:
+        """T: every position <= T is complete (COUNT: the items seen so far)."""
+        return self._clock
+
+    def update(self, item: object, position: int | None = None) -> None:
+        """One item (COUNT: at the next position; EVENT_TIME: at ``position`` > clock)."""
+        if self.params.windowing is Windowing.COUNT:
+            self.update_batch([item])
+        else:
+            if position is None:
+                raise ValueError("position: required for event-time windowing")
+            self.update_batch([item], [position])
+
+    def update_batch(
+        self, items: Sequence[object] | np.ndarray, positions: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """A batch of items, exactly equivalent to :meth:`update` item by item (same PCMS counters,
+        same noise draws in the same order, same clock). COUNT: the items take the next positions;
+        EVENT_TIME: ``positions`` (nondecreasing, all > clock) are their event times."""
+        count = len(items)
+        if count == 0:
+            return
+        length = self.params.substream
+        if self.params.windowing is Windowing.COUNT:
+            if positions is not None:
+                raise ValueError("positions: count-based windowing numbers the items itself")
+            buckets = self._hashes.buckets(items)
+            first = self._clock + 1
+            done = 0
+            while done < count:
+                pos = first + done
+                index = self.substream_of(pos)
+                start = self.substream_start(index)
+                take = min(count - done, start + length - pos)
+                self._ensure(index)
+                offsets = np.arange(pos - start, pos - start + take, dtype=np.int64)
+                self._add(self._substreams[index], buckets, offsets, done, done + take)
+                done += take
+                self._clock = pos + take - 1
+                self._settle()
+            return
+        if positions is None:
+            raise ValueError("positions: event-time windowing needs each item's event time")
+        pos_arr = np.asarray(positions, dtype=np.int64)
+        if pos_arr.shape != (count,):
+            raise ValueError(f"positions: need one per item ({count}), got shape {pos_arr.shape}")
+        if pos_arr[0] <= self._clock or bool(np.any(pos_arr[1:] < pos_arr[:-1])):
+            raise ValueError(
+                f"positions: must be nondecreasing and after the clock {self._clock} (late events are refused)"
+            )
+        buckets = self._hashes.buckets(items)
+        index_arr = (pos_arr - self.params.origin) // length
+        cuts = np.flatnonzero(np.diff(index_arr)) + 1
+        bounds = [0, *cuts.tolist(), count]
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            index = int(index_arr[lo])
+            self._ensure(index)
+            offsets = pos_arr[lo:hi] - self.substream_start(index)
+            self._add(self._substreams[index], buckets, offsets, lo, hi)
+
+    def advance_to(self, clock: int) -> None:
+        """EVENT_TIME: every event with time <= ``clock`` has arrived (a public punctuation)."""
+        if self.params.windowing is not Windowing.EVENT_TIME:
+            raise ValueError("clock: count-based windowing advances with the items only")
+        if isinstance(clock, bool) or not isinstance(clock, int | np.integer) or clock < self._clock:
+            raise ValueError(f"clock: must be an int >= the current clock {self._clock}, got {clock!r}")
+        self._clock = int(clock)  # first: substreams a long gap skips entirely are never created
+        if self._clock >= self.params.origin:
+            self._ensure(self.substream_of(self._clock))
+        self._settle()
+
+    # ---------------------------------------------------------------- queries
+    def query_plan(self) -> list[Used]:
+        """The PCMSs Alg. 3 reads at the current clock (empty before the first position)."""
+        t = self._clock
+        p = self.params
+        if t < p.origin:
+            return []
+        checkpoints = p.checkpoints
+        n = self._n
+        s_w = self.window_start()
+        cur, old = self.substream_of(t), self.substream_of(s_w)
+        t_cur = self.substream_start(cur)
+        y = next(j for j in range(1, n + 1) if t_cur + checkpoints[j - 1] - 1 <= t)  # Alg. 3 line 2
+        cur_sub = self._substreams[cur]
+        used = [
+            Used(
+                cur,
+                cur_sub.prefix(y),
+                t_cur,
+                t_cur + checkpoints[y - 1] - 1,
+                "whole" if y == 1 else "prefix",
+                y,
+            )
+        ]
+        if old == cur:  # erratum 3: the window starts in the current substream
+            return used
+        t_old = self.substream_start(old)
+        end_old = t_old + p.substream - 1
+        x = max(j for j in range(1, n + 1) if end_old + 1 - checkpoints[j - 1] <= s_w)  # Alg. 3 line 1
+        old_sub = self._substreams[old]
+        out = [
+            Used(
+                old,
+                old_sub.suffix(x, n),
+                end_old + 1 - checkpoints[x - 1],
+                end_old,
+                "whole" if x == 1 else "suffix",
+                x,
+            )
+        ]
+        for k in range(old + 1, cur):  # Alg. 3 line 4
+            start = self.substream_start(k)
+            out.append(Used(k, 0, start, start + p.substream - 1, "whole", 1))
+        return out + used
+
+    def estimate_batch(self, items: Sequence[object] | np.ndarray) -> np.ndarray:
+        """Alg. 3 lines 1–5: f̂_{e,T} for each item (int64; noisy, may be negative)."""
+        plan = self.query_plan()
+        buckets = self._hashes.buckets(items)
+        total = np.zeros(buckets.shape[1], dtype=np.int64)
+        for use in plan:
+            total += table_query(self._substreams[use.substream].tables[use.table], buckets)
+        return total
+
+    def estimate(self, item: object) -> int:
+        return int(self.estimate_batch([item])[0])
+
+    def heavy_threshold(self, gamma: float | Fraction) -> int:
+        """The least integer estimate >= (γ − ζ)·w (Alg. 3 line 8)."""
+        if isinstance(gamma, bool) or not isinstance(gamma, int | float | Fraction) or not 0 < gamma < 1:
+            raise ValueError(f"gamma: must be a number in (0, 1), got {gamma!r}")
+        g = Fraction(repr(gamma)) if isinstance(gamma, float) else Fraction(gamma)
+        bar = (g - self.params.zeta) * self.params.window
+        return -((-bar.numerator) // bar.denominator)
+
+    def heavy_hitters(
+        self, gamma: float | Fraction, domain: Domain | DeclaredDomain | None = None
+    ) -> list[tuple[Item, int]]:
+        """Alg. 3 lines 6–9: every item of the declared domain whose estimate is >= (γ − ζ)·w, with
+        its estimate, in item order. Refused (ValueError naming ``domain``) without a domain:
+        candidates must never come from the raw data."""
+        bar = self.heavy_threshold(gamma)
+        universe = self.domain if domain is None else declared_domain(domain)
+        if universe is None:
+            raise ValueError(
+                "domain: the heavy-hitter query enumerates a declared item domain (DPSW Alg. 3 lines 6-9); "
+                "pass domain= here or to DPSWSketch, never candidates taken from the data"
+            )
+        out: list[tuple[Item, int]] = []
+        for chunk in _domain_chunks(universe):
+            values = self.estimate_batch(chunk)
+            out += [(chunk[i], int(values[i])) for i in np.flatnonzero(values >= bar).tolist()]
+        return sorted(out, key=lambda p: item_order_key(p[0]))
+
+    # ---------------------------------------------------------------- facts
+    def guarantee(self) -> WindowGuarantee:
+        return self.params.guarantee()
+
+    @property
+    def live_substreams(self) -> list[int]:
+        return sorted(self._substreams)
+
+    def live_pcms(self) -> int:
+        return sum(len(s.tables) for s in self._substreams.values())
+
+    def memory_bytes(self) -> int:
+        """Bytes of counters held (int64 each)."""
+        return sum(s.tables.nbytes for s in self._substreams.values())
+
+    def substreams(self) -> Iterator[Substream]:
+        for k in sorted(self._substreams):
+            yield self._substreams[k]
+
+    # ---------------------------------------------------------------- bytes (privstream.window.state)
+    def to_bytes(self) -> bytes:
+        from privstream.window.state import encode_state
+
+        return encode_state(self)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        *,
+        domain: Domain | DeclaredDomain | None = None,
+        rng: RandomSource | None = None,
+        noise: NoiseSampler | None = None,
+    ) -> DPSWSketch:
+        from privstream.window.state import decode_state
+
+        return decode_state(data, domain=domain, rng=rng, noise=noise)
+
+    def _restore(
+        self, next_index: int, clock: int, items: int, insertions: int, subs: list[Substream]
+    ) -> None:
+        self._next, self._clock, self.items, self.insertions = next_index, clock, items, insertions
+        self._substreams = {s.index: s for s in subs}
+
+    @property
+    def noise_key(self) -> bytes | None:
+        return self._noise_key
+
+
+def _domain_chunks(universe: DeclaredDomain) -> Iterator[list[Item]]:
+    for lo in range(0, universe.size, _DOMAIN_CHUNK):
+        yield [universe.item(i) for i in range(lo, min(lo + _DOMAIN_CHUNK, universe.size))]
