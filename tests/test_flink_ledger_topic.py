@@ -362,6 +362,7 @@ def test_two_simultaneous_start_ups_one_refuses(config: HeavyHittersConfig, part
     for each other's heartbeat, see none within the lease, and both start."""
     import threading
 
+    lease_s = 3.0  # the slow launcher leaves 1.5 s of slack to a loaded machine's scheduling
     topic = create_topic(config.bootstrap, fresh_name("ledger"), partitions, compacted=True)
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
@@ -370,12 +371,12 @@ def test_two_simultaneous_start_ups_one_refuses(config: HeavyHittersConfig, part
     def start_up(name: str) -> None:
         barrier.wait()
         try:
-            read = read_ledger(config.bootstrap, topic, _empty(config), timeout_s=10, lease_s=1.0)
+            read = read_ledger(config.bootstrap, topic, _empty(config), timeout_s=20, lease_s=lease_s)
         except LedgerUnavailable as exc:
             outcomes.append(f"refused: {exc}")
             return
-        lease = LedgerLease(config.bootstrap, topic, LEDGER_ID, read.nonce, name, 1.0)
-        time.sleep(0.5)
+        lease = LedgerLease(config.bootstrap, topic, LEDGER_ID, read.nonce, name, lease_s)
+        time.sleep(lease_s / 2)
         heartbeats.append(Heartbeat(lease).start())
         outcomes.append("started")
 
