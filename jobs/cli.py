@@ -1,9 +1,10 @@
 """``privstream run <job> …``: run a Flink job locally (a MiniCluster in this process).
 
 Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`), ``continual-monitor``
-(:mod:`privstream.jobs.continual_monitor`) and ``ldp-heavy-hitters``
-(:mod:`privstream.jobs.ldp_heavy_hitters`). To submit to a cluster instead, use
-Flink's own client: ``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
+(:mod:`privstream.jobs.continual_monitor`), ``ldp-heavy-hitters``
+(:mod:`privstream.jobs.ldp_heavy_hitters`) and ``sliding-window``
+(:mod:`privstream.jobs.sliding_window`). To submit to a cluster instead, use Flink's own client:
+``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ JOBS = {
     "heavy-hitters": "privstream.jobs.heavy_hitters",
     "continual-monitor": "privstream.jobs.continual_monitor",
     "ldp-heavy-hitters": "privstream.jobs.ldp_heavy_hitters",
+    "sliding-window": "privstream.jobs.sliding_window",
 }
 
 

@@ -51,6 +51,31 @@ SAMPLES: dict[str, list[dict]] = {
             "release_time": 123,
         }
     ],
+    "WindowRelease": [
+        {
+            "ledger_id": "sliding-window/events",
+            "ledger_sequence": 1,
+            "ledger_entry_hash": "ab12",
+            "shard": 0,
+            "shards": 2,
+            "substream": 3,
+            "position": 1000,
+            "window": 500,
+            "window_start": 501,
+            "estimates": [{"item": 1, "estimate": 40}, {"item": 2, "estimate": -3}],
+            "gamma": 0.05,
+            "heavy_threshold": 20,
+            "heavy_hitters": [{"item": 1, "estimate": 40}],
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "rho": 0.05,
+            "neighbour_relation": "replace one event",
+            "privacy_unit": "one event",
+            "composition": "parallel",
+            "theorem": "DPSW Lemma 4.1",
+            "release_time": 123,
+        }
+    ],
     "HgLdpState": [
         {
             "deployment": "d1",

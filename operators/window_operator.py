@@ -1,0 +1,83 @@
+"""The ``sliding-window`` job's Flink operator (body in :mod:`privstream.operators.window_logic`).
+
+:class:`WindowShardFunction` is keyed by the Kafka partition (one key = one shard = one DPSW-Sketch,
+Wang–Wang–Chen KDD 2024, Alg. 2). Its keyed ``ValueState`` is the shard sketch's versioned binary
+state (:meth:`~privstream.window.DPSWSketch.to_bytes`), updated after every message that changed it
+and checkpointed with the Kafka source offsets, so a restore replays exactly the messages after the
+checkpoint into exactly that sketch (whose keyed noise redraws the same values). A second
+``ValueState`` holds the refusal reason once a misrouted message was seen (fail closed). Main
+output: ``WindowRelease`` bytes; side outputs: dead letters (:data:`DEAD_LETTERS`) and, for tests
+only, the state after every release as ``SketchSnapshot`` bytes (:data:`STATES`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from privstream.operators.faults import TestFaults
+from privstream.operators.kafka_io import BYTES
+from privstream.operators.sketch_operator import DEAD_LETTERS
+from privstream.operators.window_logic import WindowSettings, WindowShardLogic
+from pyflink.common import Types
+from pyflink.datastream import OutputTag
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+
+#: TESTS ONLY: the sketch state after every release (NOT private: raw counters and the noise key)
+STATES = OutputTag("window-states", BYTES)
+
+__all__ = ["DEAD_LETTERS", "STATES", "WindowShardFunction"]
+
+
+class WindowShardFunction(KeyedProcessFunction):
+    """Rows ``(payload, partition, offset)`` of the events topic → releases and dead letters."""
+
+    def __init__(
+        self,
+        settings: WindowSettings,
+        topic: str,
+        faults: TestFaults | None = None,
+        expose_states: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.faults = faults or TestFaults()
+        self.expose_states = expose_states
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.sketch = runtime_context.get_state(ValueStateDescriptor("dpsw-sketch", BYTES))
+        self.refused = runtime_context.get_state(ValueStateDescriptor("refused", Types.STRING()))
+        self._logic: dict[int, WindowShardLogic] = {}  # shard -> sketch; rebuilt after every restore
+
+    def _shard(self, shard: int) -> WindowShardLogic:
+        logic = self._logic.get(shard)
+        if logic is None:
+            stored = self.sketch.value()
+            state = None if stored is None else bytes(stored)
+            logic = WindowShardLogic(self.settings, shard, state, self.refused.value(), self.expose_states)
+            self._logic[shard] = logic
+        return logic
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        shard = int(value[1])
+        logic = self._shard(shard)
+        payload = b"" if value[0] is None else bytes(value[0])
+        seen, refused = logic.sketch.items, logic.refused
+        try:
+            outputs = logic.process(payload, int(value[2]), self.topic)
+        except BaseException:
+            self._logic.pop(shard, None)  # never keep a sketch left half-changed by an error
+            raise
+        if logic.sketch.items != seen:
+            self.sketch.update(logic.to_bytes())
+        if logic.refused != refused:
+            self.refused.update(logic.refused)
+        for kind, data in outputs:
+            if kind == "release":
+                yield data
+            elif kind == "state":  # TESTS ONLY
+                yield STATES, data
+            else:
+                yield DEAD_LETTERS, data
+        self.faults.on_message(shard, logic.sketch.items)
