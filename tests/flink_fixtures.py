@@ -72,6 +72,48 @@ def read_topic(
     return [r.value for r in records]
 
 
+def one_per(records: list[dict], key: Callable[[dict], Any], fields: tuple[str, ...]) -> dict:
+    """``records`` by ``key``, the ``fields`` of each; asserts that every copy of a key (a replay
+    after a restore, or an aborted record this broker shows) has the same fields."""
+    out: dict = {}
+    for record in records:
+        value = {f: record[f] for f in fields}
+        assert out.setdefault(key(record), value) == value, key(record)
+    return out
+
+
+def read_distinct(
+    bootstrap: str,
+    topic: str,
+    key: Callable[[dict[str, Any]], Any],
+    expect: int,
+    *,
+    ignore: tuple[str, ...] = (),
+    settle_s: float = 1.0,
+    timeout_s: float = 240.0,
+) -> dict[Any, dict[str, Any]]:
+    """The committed records of ``topic`` by ``key``, read until ``expect`` distinct keys arrived
+    and then ``settle_s`` more. tansu shows records of aborted transactions to ``read_committed``
+    readers too (docs/stack-facts.md), so a replay after a restore may appear twice: every copy of a
+    key must be identical (all fields but ``ignore``, e.g. a wall-clock time)."""
+    from privstream.connectors.consume import committed_reader
+
+    values: list[dict[str, Any]] = []
+    reached: float | None = None
+
+    def until() -> bool:
+        nonlocal reached
+        if reached is None and len({key(v) for v in values}) >= expect:
+            reached = time.monotonic()
+        return reached is not None and time.monotonic() - reached >= settle_s
+
+    with committed_reader(bootstrap, topic) as reader, contextlib.suppress(TimeoutError):
+        for record in reader.records(until=until, timeout_s=timeout_s):
+            values.append(record.value)
+    fields = tuple(sorted({f for v in values for f in v} - set(ignore)))
+    return one_per(values, key, fields)
+
+
 def read_matching(
     bootstrap: str,
     topic: str,

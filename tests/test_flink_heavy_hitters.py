@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -35,6 +35,7 @@ from tests.flink_fixtures import (
     create_topic,
     fresh_name,
     job_config,
+    one_per,
     read_outputs,
     read_topic,
     rest_get,
@@ -94,16 +95,6 @@ RELEASE_FIELDS = (
 def assert_same_releases(a: JobOutputs, b: JobOutputs) -> None:
     fields = RELEASE_FIELDS
     assert [{k: r[k] for k in fields} for r in a.releases] == [{k: r[k] for k in fields} for r in b.releases]
-
-
-def one_per(records: list[dict], key: Callable[[dict], Any], fields: tuple[str, ...]) -> dict:
-    """``records`` by ``key``, the ``fields`` of each; asserts that every copy of a key (a replay
-    after a restore, or an aborted record this broker shows) has the same fields."""
-    out: dict = {}
-    for record in records:
-        value = {f: record[f] for f in fields}
-        assert out.setdefault(key(record), value) == value, key(record)
-    return out
 
 
 def test_releases_equal_core_per_shard_pmg_of_partition_sketches(
