@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from fractions import Fraction
+
+from privstream.ldp.hg_params import alpha_argument
 
 LDP_SCHEMES = ("grr", "bgr", "dsr", "bdr", "cnr")
 
@@ -27,7 +28,9 @@ def add_ldp_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--epsilon", type=float, default=1.0, help="ε per report (event-level LDP)")
     group.add_argument("--k", type=int, default=20, help="HG-LDP: top-k size = heavy cells λ_h")
-    group.add_argument("--alpha", default="1/3", help="BDR/CNR: ε₁/ε (a fraction, default 1/3)")
+    group.add_argument(
+        "--alpha", type=alpha_argument, default="1/3", help="BDR/CNR: ε₁/ε (a fraction, default 1/3)"
+    )
     group.add_argument("--light-cells", type=int, default=None, help="CNR: light cells λ_l (default 5)")
     group.add_argument("--deployment", default=None, help="HG-LDP: the server's deployment id")
     group.add_argument("--state-topic", default="ldp-state", help="HG-LDP: the compacted public-state topic")
@@ -53,9 +56,7 @@ def produce_ldp(args: argparse.Namespace, params: dict[str, int | float], count:
     if args.ldp == "grr":
         randomiser = GeneralizedRandomizedResponse(args.epsilon, d)
     else:
-        hg = HgLdpParams(
-            args.ldp, args.epsilon, d, args.k, alpha=Fraction(args.alpha), light_cells=args.light_cells
-        )
+        hg = HgLdpParams(args.ldp, args.epsilon, d, args.k, alpha=args.alpha, light_cells=args.light_cells)
         randomiser = make_client(hg)
     topic = "ldp-reports" if args.topic == "events" else args.topic
     create_topics(args.bootstrap, [TopicSpec(topic, args.partitions)])

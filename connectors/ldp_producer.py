@@ -23,7 +23,7 @@ from privstream.connectors.clients import ProducerHandle, kafka_producer
 from privstream.connectors.ldp_state import LDP_STATE, StateReader
 from privstream.connectors.topics import LDP_REPORTS
 
-from privstream.ldp import HgLdpClient, LdpReport, LocalRandomiser
+from privstream.ldp import HgLdpClient, LdpReport, LocalRandomiser, PublicState
 
 
 def report_to_record(report: LdpReport) -> dict[str, Any]:
@@ -82,22 +82,28 @@ class LdpProducer(ProducerHandle):
                 bootstrap, deployment=deployment, scheme=randomiser.scheme, topic=state_topic
             )
             try:
-                randomiser.update_state(self._state.wait(state_timeout_s))
-                if self._state.parameters != randomiser.parameters:
-                    raise ValueError(
-                        f"parameters: deployment {deployment!r} publishes other parameters than the client's"
-                    )
+                self._adopt(self._state.wait(state_timeout_s))
             except Exception:
                 self._state.close()
                 raise
         self._producer = kafka_producer(bootstrap, **producer_config)
 
+    def _adopt(self, state: PublicState) -> None:
+        """Use ``state`` if the server published it with the client's parameters (checked for every
+        new version: a redeployed server with other parameters is refused, never randomised against)."""
+        assert self._state is not None and isinstance(self.randomiser, HgLdpClient)
+        if self._state.parameters != self.randomiser.parameters:
+            raise ValueError(
+                f"parameters: deployment {self._state.deployment!r} publishes other parameters than the client's"
+            )
+        self.randomiser.update_state(state)
+
     def submit(self, value: Any) -> None:
         """Randomise ``value`` locally (this producer's randomiser) and send only its report."""
         if self._state is not None:
             latest = self._state.refresh()
-            if latest is not None and isinstance(self.randomiser, HgLdpClient):
-                self.randomiser.update_state(latest)
+            if latest is not None and latest is not getattr(self.randomiser, "state", None):
+                self._adopt(latest)
         report = self.randomiser.encode(value)
         self._producer.send(self.topic, value=self._registry.encode("LdpReport", report_to_record(report)))
         self.reports_sent += 1

@@ -26,7 +26,7 @@ from privstream.connectors.ldp_producer import report_from_record
 from privstream.connectors.ldp_state import LDP_STATE, StatePublisher
 from privstream.connectors.topics import LDP_REPORTS
 
-from privstream.ldp import HgLdpServer, InconsistentReportError, PublicState, StaleStateError
+from privstream.ldp import HgLdpServer, PublicState, refusal_reason
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +78,8 @@ class LdpServerLoop:
             return False
         try:
             self.server.add(report_from_record(record.value))
-        except StaleStateError as exc:
-            self._refuse(record, f"stale-state ({exc.reason}): {exc}")
-            return False
-        except InconsistentReportError as exc:
-            self._refuse(record, f"inconsistent: {exc}")
-            return False
-        except ValueError as exc:
-            self._refuse(record, f"rejected: {exc}")
+        except ValueError as exc:  # StaleStateError and InconsistentReportError included
+            self._refuse(record, refusal_reason(exc))
             return False
         self.applied += 1
         return True

@@ -11,7 +11,7 @@
 
 The launcher computes the server after the public warm-up (``--warm-up FILE``: item indices, one per
 line, or ``--warm-up-normal N``: N items of the Normal generator on the domain) and publishes state
-version 0 before the job starts. All sinks are transactional (exactly once across a restore;
+version 0 before the job starts (not with ``--restore-from``: the restored server is past it). All sinks are transactional (exactly once across a restore;
 readers use ``read_committed``). The job is unbounded: stop it when done.
 """
 
@@ -22,12 +22,13 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from privstream.connectors.validation import parse_duration_ms
 from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
+
+from privstream.ldp.hg_params import alpha_argument
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,13 @@ class LdpJobConfig:
     faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
 
 
-def publish_initial_state(config: LdpJobConfig) -> None:
-    """Create the topics and publish state version 0 (the public warm-up's result)."""
+def publish_initial_state(config: LdpJobConfig) -> bool:
+    """Create the topics and publish state version 0 (the public warm-up's result); True if sent.
+
+    A job restored from a checkpoint or savepoint (``restore_from``) publishes nothing: its
+    server is past version 0, and the topic already holds the states it published (their replay
+    after the restore republishes identical versions). Sending version 0 again would make a
+    compacted topic's latest record, for new clients, a version the server may no longer hold."""
     from privstream.connectors.clients import kafka_producer
     from privstream.connectors.topics import TopicSpec, create_topics
 
@@ -64,6 +70,8 @@ def publish_initial_state(config: LdpJobConfig) -> None:
             TopicSpec(config.dlq_topic),
         ],
     )
+    if config.restore_from is not None:
+        return False
     key, value = config.settings.state_message(config.settings.initial_server())
     producer = kafka_producer(config.bootstrap)
     try:
@@ -71,6 +79,7 @@ def publish_initial_state(config: LdpJobConfig) -> None:
         producer.flush()
     finally:
         producer.close()
+    return True
 
 
 def build(env: Any, config: LdpJobConfig) -> None:
@@ -113,7 +122,8 @@ def environment(config: LdpJobConfig) -> Any:
 
 
 def start(config: LdpJobConfig) -> Any:
-    """Publish state version 0, then submit without waiting; returns the PyFlink ``JobClient``."""
+    """Publish state version 0 (not on a restore), then submit without waiting; returns the
+    PyFlink ``JobClient``."""
     publish_initial_state(config)
     env = environment(config)
     build(env, config)
@@ -135,7 +145,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="ε per report (event-level LDP)")
     p.add_argument("--domain", type=int, required=True, help="d: items are the indices 0..d-1")
     p.add_argument("--k", type=int, default=20, help="top-k = heavy cells λ_h")
-    p.add_argument("--alpha", default="1/3", help="BDR/CNR: ε₁/ε")
+    p.add_argument("--alpha", type=alpha_argument, default="1/3", help="BDR/CNR: ε₁/ε")
     p.add_argument("--light-cells", type=int, default=None, help="CNR: λ_l (default 5)")
     p.add_argument("--deployment", required=True, help="id shared with the clients (state topic key)")
     warm = p.add_mutually_exclusive_group(required=True)
@@ -172,7 +182,7 @@ def config_from_args(args: argparse.Namespace) -> LdpJobConfig:
         k=args.k,
         deployment=args.deployment,
         warm_up=_warm_up(args),
-        alpha=Fraction(args.alpha),
+        alpha=args.alpha,
         light_cells=args.light_cells,
         epoch_reports=args.epoch_reports,
         state_every=args.state_every,
@@ -191,7 +201,8 @@ def config_from_args(args: argparse.Namespace) -> LdpJobConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate (failing fast, naming the option), publish state 0, then run until stopped."""
+    """Validate (failing fast, naming the option), publish state 0 (unless restoring), then run
+    until stopped."""
     try:
         config = config_from_args(args)
         publish_initial_state(config)

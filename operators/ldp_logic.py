@@ -6,7 +6,9 @@ reason), the public state (``HgLdpState``, keyed by the deployment, whenever it 
 least every ``state_every`` applied reports) and, every ``epoch_reports`` applied reports, an
 ``LdpRelease`` with the debiased top-k (paper Algorithm 9). Its whole state — the HG-LDP server
 (heavy and light parts, debiasing bookkeeping, state history) and the epoch counters — is
-:meth:`LdpServerLogic.to_bytes` (pickle; checkpointed by the operator).
+:meth:`LdpServerLogic.to_bytes` (pickle); the operator checkpoints it as two states, the kept state
+versions (:meth:`~LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made)
+and the rest (:meth:`~LdpServerLogic.core_bytes`, rewritten after every message).
 
 Warm-up (paper §6.1) is public prior data given in the settings; its ED decays are drawn from a
 *public* seed (``SeededRandomSource("hg-ldp-warm-up:<deployment>")``: the data is raw and public,
@@ -34,8 +36,9 @@ from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
 from privstream.connectors.ldp_producer import report_from_record
 from privstream.connectors.ldp_state import state_to_record
 
-from privstream.ldp import HgLdpParams, HgLdpServer, InconsistentReportError, StaleStateError
+from privstream.ldp import HgLdpParams, HgLdpServer, refusal_reason
 from privstream.ldp.hg_params import Scheme
+from privstream.ldp.hg_state import StateHistory
 from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, new_noise_key
 from privstream.validation import check_int
 
@@ -104,19 +107,45 @@ class LdpServerSettings:
 class LdpServerLogic:
     """See the module docstring."""
 
-    def __init__(self, settings: LdpServerSettings, state: bytes | None = None) -> None:
+    def __init__(
+        self, settings: LdpServerSettings, state: bytes | None = None, *, versions: bytes | None = None
+    ) -> None:
+        """A fresh server, or the one of ``state``: :meth:`to_bytes`, or :meth:`core_bytes` with
+        ``versions`` = :meth:`versions_bytes` (the operator keeps the two in separate states)."""
         self.settings = settings
         if state is None:
             self.server = settings.initial_server()
             self.epoch = 0
             self.published = self.server.public_state().version
             self.noise_key = settings.noise_key
-        else:  # the key in the state wins: a savepoint restored by a new submission replays the same
-            self.server, self.epoch, self.published, self.noise_key = pickle.loads(state)
+            return
+        if versions is None:
+            state, versions = pickle.loads(state)
+        # the key in the state wins: a savepoint restored by a new submission replays the same
+        self.server, self.epoch, self.published, self.noise_key = pickle.loads(state)
+        self.server.history = StateHistory.from_bytes(versions)
+
+    @property
+    def latest_version(self) -> int:
+        latest = self.server.history.latest
+        return -1 if latest is None else latest.version
+
+    def core_bytes(self) -> bytes:
+        """The server without its state history, and the counters: changes with every report."""
+        server, history = self.server, self.server.history
+        server.history = None  # type: ignore[assignment]
+        try:
+            state = (server, self.epoch, self.published, self.noise_key)
+            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            server.history = history
+
+    def versions_bytes(self) -> bytes:
+        """The kept state versions (compact): change only when a new version is made."""
+        return self.server.history.to_bytes()
 
     def to_bytes(self) -> bytes:
-        state = (self.server, self.epoch, self.published, self.noise_key)
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((self.core_bytes(), self.versions_bytes()), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _dead_letter(self, value: bytes, error: str, partition: int, offset: int, topic: str) -> Output:
         from privstream.connectors.dead_letter import dead_letter_record
@@ -138,12 +167,8 @@ class LdpServerLogic:
         self.server.use_rng(rng)  # replay-stable decays for this report (module docstring)
         try:
             self.server.add(report_from_record(record))
-        except StaleStateError as exc:
-            return [self._dead_letter(value, f"stale-state ({exc.reason}): {exc}", partition, offset, topic)]
-        except InconsistentReportError as exc:
-            return [self._dead_letter(value, f"inconsistent: {exc}", partition, offset, topic)]
-        except ValueError as exc:
-            return [self._dead_letter(value, f"rejected: {exc}", partition, offset, topic)]
+        except ValueError as exc:  # StaleStateError and InconsistentReportError included
+            return [self._dead_letter(value, refusal_reason(exc), partition, offset, topic)]
         out: list[Output] = []
         n = self.server.n
         if n % self.settings.state_every == 0:

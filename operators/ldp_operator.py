@@ -1,8 +1,10 @@
 """The ``ldp-heavy-hitters`` job's Flink operator (body in :mod:`privstream.operators.ldp_logic`).
 
 :class:`LdpServerFunction` is keyed by one constant key (one HG-LDP server per deployment); its
-keyed ``ValueState`` is the whole server (:meth:`LdpServerLogic.to_bytes`), updated after every
-message and checkpointed with the Kafka source offsets, so a restore replays exactly the reports
+keyed state is the whole server in two ``ValueState``s: the kept public-state versions
+(:meth:`LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made) and the rest
+(:meth:`LdpServerLogic.core_bytes`, rewritten after every message); both are checkpointed with the
+Kafka source offsets, so a restore replays exactly the reports
 after the checkpoint into exactly that server. Main output: ``LdpRelease`` bytes; side outputs:
 the public state as ``Row(key, value)`` (:data:`STATE`) and dead letters (:data:`DEAD_LETTERS`).
 """
@@ -35,16 +37,28 @@ class LdpServerFunction(KeyedProcessFunction):
         self.faults = faults or TestFaults()
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.state = runtime_context.get_state(ValueStateDescriptor("hg-ldp-server", BYTES))
+        self.core = runtime_context.get_state(ValueStateDescriptor("hg-ldp-core", BYTES))
+        self.versions = runtime_context.get_state(ValueStateDescriptor("hg-ldp-versions", BYTES))
         self._logic: LdpServerLogic | None = None  # rebuilt from state after every restore
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         if self._logic is None:
-            stored = self.state.value()
-            self._logic = LdpServerLogic(self.settings, None if stored is None else bytes(stored))
+            core, versions = self.core.value(), self.versions.value()
+            if core is None:
+                self._logic = LdpServerLogic(self.settings)
+                self.versions.update(self._logic.versions_bytes())
+            else:
+                self._logic = LdpServerLogic(self.settings, bytes(core), versions=bytes(versions))
+        logic = self._logic
+        before = logic.latest_version
         payload = b"" if value[0] is None else bytes(value[0])
-        outputs = self._logic.process(payload, int(value[1]), int(value[2]), self.topic)
-        self.state.update(self._logic.to_bytes())
+        outputs = logic.process(payload, int(value[1]), int(value[2]), self.topic)
+        # Both states are written before this element's outputs, so every checkpoint barrier (between
+        # elements) sees a consistent pair; the versions only when one was made (every --state-every
+        # reports at most), the small rest after every message.
+        if logic.latest_version != before:
+            self.versions.update(logic.versions_bytes())
+        self.core.update(logic.core_bytes())
         self.faults.on_message(0, self._logic.server.n)
         key = self.settings.deployment.encode()
         for kind, data in outputs:

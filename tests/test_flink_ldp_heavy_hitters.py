@@ -2,25 +2,32 @@
 the job publishes, the job releases one top-k per epoch, and an injected failure mid-stream restores
 to every epoch released once. The embedded broker still shows records of aborted transactions to
 ``read_committed`` readers (docs/stack-facts.md), so a release of the failed attempt may appear
-too: it must then be identical to its committed replay (replay-stable decays)."""
+too: it must then be identical to its committed replay (replay-stable decays). A checkpoint is
+triggered and completed before the failure can happen (the reports that trigger it are sent only
+then), and every read waits for an expected count."""
 
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
-from privstream.connectors.ldp_producer import LdpProducer
+from privstream.connectors.avro_codec import encode
+from privstream.connectors.clients import free_port, kafka_producer
+from privstream.connectors.ldp_producer import LdpProducer, report_to_record
 from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
 from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
 
-from privstream.ldp import make_client
+from privstream.ldp import LdpReport, make_client
 from privstream.noise.rng import SeededRandomSource
-from tests.flink_fixtures import fresh_name, read_topic
+from tests.flink_fixtures import fresh_name, read_matching, read_topic, rest_get, trigger_checkpoint
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
 
 D, K, EPOCH, REPORTS = 100, 5, 100, 600
+FIRST = 200  #: reports sent before the checkpoint that must complete before the failure (at 250)
+STALE = 2  #: reports naming a version never published, sent last: the expected dead letters
 
 
 def _skewed(n: int, seed: int) -> list[int]:
@@ -28,11 +35,12 @@ def _skewed(n: int, seed: int) -> list[int]:
 
 
 def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tmp_path) -> None:
-    prefix = fresh_name("ldp")
+    prefix, port = fresh_name("ldp"), free_port()
     settings = LdpServerSettings(
         scheme="cnr", epsilon=3.0, domain_size=D, k=K, deployment=prefix, warm_up=tuple(_skewed(300, 1)),
         epoch_reports=EPOCH, state_every=20,
     )  # fmt: skip
+    marker = tmp_path / "failed"
     config = LdpJobConfig(
         settings=settings,
         bootstrap=flink_broker.bootstrap,
@@ -41,9 +49,12 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         releases_topic=f"{prefix}-releases",
         dlq_topic=f"{prefix}-reports-dlq",
         checkpoint_interval_ms=500,
-        faults=TestFaults(fail_marker=str(tmp_path / "failed"), fail_after=250),
+        flink_conf=(("rest.port", str(port)),),
+        faults=TestFaults(fail_marker=str(marker), fail_after=250),
     )
     job = start(config)
+    job_id = str(job.get_job_id())
+    values = _skewed(REPORTS, 3)
     try:
         client = make_client(settings.params, rng=SeededRandomSource(2))
         with LdpProducer(
@@ -53,17 +64,40 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
             deployment=prefix,
             state_topic=config.state_topic,
         ) as producer:
-            for value in _skewed(REPORTS, 3):
+            for value in values[:FIRST]:
                 producer.submit(value)
             producer.flush()
+            # Both first epochs are applied and committed by a completed checkpoint, and the
+            # failure (at 250 reports) cannot have happened: its reports are not sent yet.
+            read_topic(flink_broker.bootstrap, config.releases_topic, expect=FIRST // EPOCH, timeout_s=240)
+            trigger_checkpoint(port, job_id)
+            assert not marker.exists()
+            for value in values[FIRST:]:
+                producer.submit(value)
+            producer.flush()
+        deadline = time.monotonic() + 120
+        while not rest_get(port, f"/jobs/{job_id}/exceptions")["exceptionHistory"]["entries"]:
+            assert time.monotonic() < deadline, "Flink did not register the injected failure"
+            time.sleep(0.2)
         releases = read_topic(
             flink_broker.bootstrap, config.releases_topic, expect=REPORTS // EPOCH, timeout_s=240
         )
-        letters = read_topic(flink_broker.bootstrap, config.dlq_topic, idle_s=2.0, timeout_s=20)
-        states = read_topic(flink_broker.bootstrap, config.state_topic, idle_s=1.0, timeout_s=20)
+        stale = report_to_record(LdpReport(client.scheme, client.parameters, b"\x01", state_version=10**6))
+        sender = kafka_producer(flink_broker.bootstrap)
+        try:  # sent after every good report: once both are dead-lettered, all earlier ones were applied
+            for _ in range(STALE):
+                sender.send(config.reports_topic, value=encode("LdpReport", stale))
+            sender.flush()
+        finally:
+            sender.close()
+        letters = read_topic(flink_broker.bootstrap, config.dlq_topic, expect=STALE, timeout_s=120)
+        last = max(r["state_version"] for r in releases)
+        states = read_matching(
+            flink_broker.bootstrap, config.state_topic, lambda s: s["version"] in (0, last), expect=2
+        )
     finally:
         job.cancel().result()
-    assert (tmp_path / "failed").exists()  # the failure did happen, after 250 reports
+    assert marker.exists()  # the failure did happen, after 250 reports
     by_epoch: dict[int, dict] = {}
     for r in releases:  # an aborted attempt's copy must equal the committed one (but for its time)
         content = {k: v for k, v in r.items() if k != "release_time"}
@@ -73,8 +107,10 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
     assert [r["reports"] for r in releases] == [EPOCH * e for e in range(1, REPORTS // EPOCH + 1)]
     assert all(len(r["items"]) == K and "event-level" in r["privacy_unit"] for r in releases)
     assert 0 in {i["item"] for i in releases[-1]["items"]}  # the head (≈ 40 % of the stream)
-    assert not letters  # every report named a version the server still held
-    assert states[0]["version"] == 0 and len(states) > 1
+    # exactly the two stale reports: every good report named a version the server still held
+    assert len(letters) == STALE and all(r["error"].startswith("stale-state (unknown)") for r in letters)
+    assert states[0]["version"] == 0 and last > 0 and {s["version"] for s in states} == {0, last}
     print(
-        f"\nldp-heavy-hitters: {len(releases)} releases, {len(states)} states, last top-k {releases[-1]['items']}"
+        f"\nldp-heavy-hitters: {len(releases)} releases, last state version {last}, "
+        f"last top-k {releases[-1]['items']}"
     )

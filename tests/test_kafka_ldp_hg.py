@@ -227,3 +227,42 @@ def test_produce_cli_emits_ldp_reports(
         timeout=120,
     )
     assert refused.returncode == 2 and "--ldp" in refused.stderr
+
+
+def test_producer_rechecks_the_parameters_of_every_new_state(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """A newer state published under other parameters (a redeployed server) is refused on refresh,
+    never randomised against."""
+    from privstream.connectors.ldp_state import StatePublisher
+
+    from privstream.ldp import PublicState
+
+    reports, states = unique_topic("reports"), unique_topic("state", compacted=True)
+    params, other = HgLdpParams("cnr", 1.0, D, K), HgLdpParams("cnr", 2.0, D, K)
+    hot = tuple(range(K))
+    for version, published in ((0, params), (1, other)):
+        with StatePublisher(
+            kafka_broker.bootstrap,
+            deployment="dep4",
+            scheme="hg-cnr",
+            parameters=published.public,
+            topic=states,
+        ) as publisher:
+            publisher.publish(PublicState(version, hot, False))
+            publisher.flush()
+        if version == 0:
+            client = make_client(params, rng=SeededRandomSource(1))
+            producer = LdpProducer(
+                kafka_broker.bootstrap, client, reports, deployment="dep4", state_topic=states
+            )
+    try:
+        assert client.state is not None and client.state.version == 0
+        deadline = time.monotonic() + 20
+        with pytest.raises(ValueError, match="parameters"):  # once version 1 has been read
+            while time.monotonic() < deadline:
+                producer.submit(3)
+                time.sleep(0.05)
+        assert client.state.version == 0
+    finally:
+        producer.close()

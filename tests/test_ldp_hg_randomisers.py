@@ -174,7 +174,7 @@ def test_report_carries_state_version_and_no_value() -> None:
     client.update_state(PublicState(7, HOT, False))
     report = client.encode(4)
     assert report.state_version == 7 and report.scheme == "hg-cnr" and len(report.payload) == 1
-    assert client.accepts(report) and 0 <= client.decode_output(report) < D
+    assert client.accepts(report) and 0 <= int.from_bytes(report.payload, "big") < D
     with pytest.raises(ValueError, match="withheld") as info:
         client.encode(12345)
     assert "12345" not in str(info.value)
@@ -205,3 +205,30 @@ def test_bad_parameters_fail_fast(kwargs: dict, param: str, error: type) -> None
     args = {"scheme": "bdr", "epsilon": 1.0, "domain_size": 100, "k": 3} | kwargs
     with pytest.raises(error, match=param):
         HgLdpParams(**args)
+
+
+def test_a_state_with_hot_ids_outside_the_domain_is_refused() -> None:
+    client = make_client(HgLdpParams("bdr", EPS, D, K))
+    for hot in ((-1, *HOT[1:]), (*HOT[:-1], D)):
+        with pytest.raises(ValueError, match=r"hot items must be item indices 0\.\.9; version 3 has"):
+            client.update_state(PublicState(3, tuple(sorted(hot)), False))
+    assert client.state is None
+
+
+@pytest.mark.parametrize("cli", ["produce", "job"])
+@pytest.mark.parametrize("bad", ["x", "1/0", "3/2"])
+def test_alpha_option_is_named_on_bad_input(cli: str, bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    if cli == "produce":
+        from privstream.connectors.ldp_produce_cli import add_ldp_arguments
+
+        add_ldp_arguments(parser)
+    else:
+        from privstream.jobs.ldp_heavy_hitters import configure
+
+        configure(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--alpha", bad])
+    assert "argument --alpha:" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from privstream.ldp import (
     HgLdpServer,
     InconsistentReportError,
     LdpReport,
+    PublicState,
     StaleStateError,
     StateHistory,
     make_client,
@@ -24,6 +25,25 @@ from privstream.ldp.hg_debias import WARM_UP, DebiasedHeavyPart, Phase
 from privstream.noise.rng import SeededRandomSource
 
 FROZEN = 10**6
+D_FROZEN, K_FROZEN, N_FROZEN = 30, 4, 20_000
+TRUTH = {0: 4000, 1: 2500, 2: 1000, 3: 0}
+
+
+def _frozen(scheme: str, seed: int) -> tuple[HgLdpParams, HgLdpServer, list[int], Fraction]:
+    """d = 30, k = 4, ε = 2: a server whose heavy cells hold TRUTH's items at 10^6 (ED never
+    decays them: b^−10^6 ≈ 0), statistics started with the exact γ_h, and a shuffled stream of
+    N = 20k items with TRUTH's counts (the rest uniform over the cold items)."""
+    rnd = random.Random(seed)
+    hot_reports = sum(TRUTH.values())
+    stream = [h for h, c in TRUTH.items() for _ in range(c)]
+    stream += [rnd.randrange(K_FROZEN, D_FROZEN) for _ in range(N_FROZEN - hot_reports)]
+    rnd.shuffle(stream)
+    gamma = Fraction(hot_reports, N_FROZEN)
+    params = HgLdpParams(scheme, 2.0, D_FROZEN, K_FROZEN)  # type: ignore[arg-type]
+    server = HgLdpServer(params, gamma_h=gamma, rng=SeededRandomSource(f"srv-{scheme}-{seed}"))
+    server.warm_start(dict.fromkeys(TRUTH, FROZEN))
+    server.start_statistics()
+    return params, server, stream, gamma
 
 
 def _run(server: HgLdpServer, client, stream: list[int]) -> None:  # type: ignore[no-untyped-def]
@@ -38,16 +58,8 @@ def test_unbiased_with_frozen_heavy_set(scheme: str) -> None:
     reports on d = 30, k = 4, ε = 2, exact γ_h. Each f̂_h − 10^6 is within 4.5 sd of the true f_h
     (sd from the exact variance; BDR/CNR: the Bernoulli-sum variance behind Thm 4.2). 4 items × 4 schemes at
     6.8e-6 each: false-failure rate ≤ 1.1e-4 (normal approximation); seeded."""
-    d, k, n = 30, 4, 20_000
-    truth = {0: 4000, 1: 2500, 2: 1000, 3: 0}
-    rnd = random.Random(5)
-    stream = [h for h, c in truth.items() for _ in range(c)] + [rnd.randrange(4, d) for _ in range(n - 7500)]
-    rnd.shuffle(stream)
-    gamma = Fraction(7500, n)
-    params = HgLdpParams(scheme, 2.0, d, k)
-    server = HgLdpServer(params, gamma_h=gamma, rng=SeededRandomSource(f"srv-{scheme}"))
-    server.warm_start(dict.fromkeys(truth, FROZEN))
-    server.start_statistics()
+    k, n, truth = K_FROZEN, N_FROZEN, TRUTH
+    params, server, stream, gamma = _frozen(scheme, 5)
     _run(server, make_client(params, rng=SeededRandomSource(f"cl-{scheme}")), stream)
     assert server.n == n and set(server.heavy.items()) == set(truth)
     estimates = server.estimates_exact()
@@ -187,6 +199,7 @@ def test_non_private_limit_is_heavy_guardian(scheme: str) -> None:
     server.start_statistics()
     for name in server._phases:
         server._phases[name] = Phase(name, Fraction(0), Fraction(1))  # p = 1, q = 0
+    server.heavy.unit = None  # ED on the (p = 1) counts themselves
     _run(server, make_client(params, rng=SeededRandomSource("c")), stream)
     plain = HeavyGuardian(k, rng=SeededRandomSource("limit"))
     plain.warm_up(warm + stream)
@@ -268,3 +281,89 @@ def test_state_versions_and_refusals() -> None:
     empty = HgLdpServer(HgLdpParams("bgr", 1.0, 20, 2))
     with pytest.raises(RuntimeError, match="full"):
         empty.start_statistics()
+
+
+def test_dsr_flag_and_decay_use_the_codes_unit_in_both_modes() -> None:
+    """The τ = 1 flag and b^−C see DSR counts in units of p_s − q_s in both modes (the released
+    code's unit, docs/ldp.md choice 4). d = 1000, k = 20, ε = 1: warm-up counts of 100
+    (≈ 7.6 such units) and one of 1 put version 0 in full mode; one full-mode hit on the weak item
+    lifts it to ≈ 44 units, so the flag drops and DSR returns to shrunk mode. (In full mode's own
+    unit p − q, ≈ 44× smaller, every warm count is ≈ 0.17 ≤ 1 and full mode never ended.)"""
+    params = HgLdpParams("dsr", 1, 1000, 20)
+    server = HgLdpServer(params, rng=SeededRandomSource("unit"))
+    server.warm_start({**dict.fromkeys(range(1, 20), 100), 0: 1})
+    state = server.start_statistics()
+    assert state.dsr_mode == "full"
+    server.insert_output(0, state)
+    assert server.public_state().dsr_mode == "shrunk"
+    ps, qs = params.grr_shrunk
+    weak, count = server.heavy.ed_weakest()
+    assert count == server.estimates_exact()[weak] * (ps - qs) and count > 1
+    # A decay lowers the ED count by 1 (one p_s − q_s unit), also in full mode.
+    assert server.heavy.phase.name == "full"
+    before = server.heavy.ed_weakest()
+    server.heavy.ed_decay(before[0])
+    assert server.heavy.ed_weakest()[1] == before[1] - 1
+
+
+def test_bgr_reports_follow_the_version_rule() -> None:
+    """BGR's randomiser ignores the state, but its reports name a version like every scheme's: an
+    unknown version or one older than max_lag is refused with the reason, never mixed in."""
+    params = HgLdpParams("bgr", 1.0, 50, 4)
+    server = HgLdpServer(params, max_lag=1, rng=SeededRandomSource("v"))
+    server.warm_start({0: 9, 1: 9, 2: 9, 3: 1})
+    v0 = server.start_statistics()
+    client = make_client(params, rng=SeededRandomSource("c"))
+    client.update_state(v0)
+    report = client.encode(7)
+    unknown = LdpReport(report.scheme, report.parameters, report.payload, state_version=5)
+    with pytest.raises(StaleStateError) as caught:
+        server.add(unknown)
+    assert caught.value.reason == "unknown" and server.n == 0
+    server.add(report)
+    for hot in ((0, 1, 2, 10), (0, 1, 2, 11)):  # two more versions: v0 falls out (max_lag = 1)
+        server.history.publish(hot, True)
+    with pytest.raises(StaleStateError) as caught:
+        server.add(report)
+    assert caught.value.reason == "too-old" and server.n == 1
+
+
+@pytest.mark.parametrize("scheme", ["dsr", "bdr"])
+def test_unbiased_in_dsr_full_mode_and_bdr_m3_with_switches(scheme: str) -> None:
+    """The frozen-heavy-set check (10^6 counts) with the state *flag on* for parts of the stream,
+    which the test above never reaches: DSR alternates full (GRR on D) and shrunk segments (four
+    phases, the phase-sum estimator across switches), BDR alternates M3 and ⊥ on the cold branch.
+    The reports are randomised against, and inserted with, the segment's state. Each f̂_h − 10^6
+    is within 4.5 sd of f_h (sd: the sum of each segment's exact Bernoulli variances). 4 items ×
+    2 schemes at 6.8e-6 each: false-failure rate ≤ 5.5e-5 (normal approximation); seeded."""
+    k, n, truth = K_FROZEN, N_FROZEN, TRUTH
+    params, server, stream, _ = _frozen(scheme, 11)
+    client = make_client(params, rng=SeededRandomSource(f"cl-full-{scheme}"))
+    hot = tuple(truth)
+    segments = [PublicState(1 + i % 2, hot, i % 2 == 0) for i in range(4)]  # flag on, off, on, off
+    size = n // len(segments)
+    var = dict.fromkeys(truth, Fraction(0))
+    for i, state in enumerate(segments):
+        part = stream[i * size : (i + 1) * size]
+        for v in part:
+            server.insert_output(client.randomise(v, state), state)
+        for h in truth:
+            f = part.count(h)
+            if scheme == "dsr":
+                p, q = params.grr_full if state.dsr_mode == "full" else params.grr_shrunk
+                var[h] += (f * p * (1 - p) + (size - f) * q * (1 - q)) / (p - q) ** 2
+            else:
+                p1, q1 = params.m1
+                p2, q2 = params.m2
+                a, b, c = p1 * p2, p1 * q2, q1 / k
+                hot_reports = sum(part.count(x) for x in truth)
+                var[h] += (
+                    f * a * (1 - a) + (hot_reports - f) * b * (1 - b) + (size - hot_reports) * c * (1 - c)
+                ) / (p1 * (p2 - q2)) ** 2
+    if scheme == "dsr":
+        assert server.heavy.switches == 4  # shrunk (after the warm-up) → full → shrunk → full → shrunk
+    assert server.n == n and set(server.heavy.items()) == set(truth)
+    estimates = server.estimates_exact()
+    for h, f in truth.items():
+        error = float(estimates[h]) - FROZEN - f
+        assert abs(error) <= 4.5 * math.sqrt(float(var[h])), (scheme, h, error, math.sqrt(float(var[h])))

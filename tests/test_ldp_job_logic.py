@@ -97,3 +97,53 @@ def test_releases_states_and_dead_letters_survive_a_restore() -> None:
 def test_bad_settings_fail_fast(kwargs: dict, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         _settings(**kwargs)
+
+
+def test_a_restored_job_does_not_republish_state_version_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--restore-from: the launcher creates the topics but sends no state (a v0 record would be
+    the compacted topic's latest for new clients); a fresh start sends exactly version 0."""
+    import privstream.connectors.clients as clients
+    import privstream.connectors.topics as topics
+    from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, publish_initial_state
+
+    sent: list[tuple[str, bytes]] = []
+
+    class Producer:
+        def send(self, topic: str, *, key: bytes, value: bytes) -> None:
+            sent.append((topic, value))
+
+        def flush(self) -> None: ...
+
+        def close(self) -> None: ...
+
+    created: list[object] = []
+    monkeypatch.setattr(clients, "kafka_producer", lambda bootstrap: Producer())
+    monkeypatch.setattr(topics, "create_topics", lambda bootstrap, specs: created.append(specs))
+    config = LdpJobConfig(_settings(), "127.0.0.1:1")
+    restored = LdpJobConfig(_settings(), "127.0.0.1:1", restore_from="file:///tmp/chk-7")
+    assert publish_initial_state(restored) is False and sent == [] and len(created) == 1
+    assert publish_initial_state(config) is True and len(created) == 2
+    [(topic, value)] = sent
+    assert topic == "ldp-state" and state_from_record(decode(value)[1]).version == 0
+
+
+def test_the_per_message_state_does_not_hold_the_versions() -> None:
+    """The operator rewrites core_bytes after every message and versions_bytes only when a version
+    is made: core_bytes must not grow with the kept versions (it was the whole pickled server,
+    ≈ 90 KB with 1,025 versions at k = 20), and the pair restores the same server."""
+    settings = _settings(state_every=1, max_lag=300)
+    logic = LdpServerLogic(settings)
+    client = make_client(settings.params, rng=SeededRandomSource(3))
+    rnd = random.Random(4)
+    for offset in range(2000):
+        client.update_state(logic.server.history.latest)  # type: ignore[arg-type]
+        value = encode("LdpReport", report_to_record(client.encode(rnd.randrange(D))))
+        logic.process(value, 0, offset, "reports")
+    history = logic.server.history
+    assert len(history._states) == 301  # max_lag + 1 versions kept
+    core, versions = logic.core_bytes(), logic.versions_bytes()
+    assert len(core) < 8000 and len(versions) < 301 * 40, (len(core), len(versions))
+    again = LdpServerLogic(settings, core, versions=versions)
+    assert list(again.server.history._states.values()) == list(history._states.values())
+    assert again.server.estimates_exact() == logic.server.estimates_exact()
+    assert LdpServerLogic(settings, logic.to_bytes()).server.history.latest == history.latest

@@ -98,3 +98,11 @@ def test_reports_do_not_hold_values_and_bad_parameters_fail() -> None:
     assert olh.g == round(math.exp(2.0)) + 1 and len(olh.encode(3).payload) == 12
     with pytest.raises(ValueError, match="report"):
         olh.new_aggregator().add(hr.encode(1))
+
+
+def test_olh_refuses_an_epsilon_whose_g_overflows_the_report() -> None:
+    """g = round(e^ε) + 1 must stay below the hash prime 2^31 − 1 (y is sent in 4 bytes)."""
+
+    assert OptimisedLocalHashing(21, 10).g < 2**31 - 1
+    with pytest.raises(ValueError, match="epsilon: OLH needs g"):
+        OptimisedLocalHashing(30, 10)

@@ -16,7 +16,10 @@ published (estimates are already clamped at 0).
 
 from __future__ import annotations
 
+import gc
 import math
+import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,9 +33,30 @@ from privstream.ldp import (
     HgLdpServer,
     make_client,
 )
-from privstream.noise.rng import RandomSource
+from privstream.ldp.randomiser import LocalRandomiser
+from privstream.noise.rng import CryptoRandomSource, RandomSource, SeededRandomSource
 
 TopK = list[tuple[int, float]]
+
+_SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_NOT_SERVER = (CryptoRandomSource, SeededRandomSource, LocalRandomiser)
+
+
+def deep_size(root: object) -> int:
+    """Bytes of every object reachable from ``root`` (``sys.getsizeof`` over ``gc.get_referents``,
+    each object once; a NumPy array counts its own buffer). Not counted: classes, modules,
+    functions, random sources, and the client-side randomiser an oracle's aggregator refers to.
+    The same measure for every arm (docs/eval.md, "Memory"), so "flat in d" can fail."""
+    seen: set[int] = set()
+    total, stack = 0, [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, _SHARED) or isinstance(obj, _NOT_SERVER):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
 
 
 @dataclass(frozen=True)
@@ -56,7 +80,8 @@ def run_scheme(
     """One HG-LDP scheme: raw warm-up, then every statistics item randomised against the current
     public state and inserted with that state (the sequential simulation of the paper)."""
     params = HgLdpParams(scheme, epsilon, d, k)  # type: ignore[arg-type]
-    server = HgLdpServer(params, rng=server_rng)
+    # Every report here uses the latest state, so no older version is kept (max_lag = 0).
+    server = HgLdpServer(params, max_lag=0, rng=server_rng)
     server.warm_up(items[:warm])
     server.start_statistics()
     client = make_client(params, rng=client_rng)
@@ -64,7 +89,7 @@ def run_scheme(
     for v in items[warm:]:
         state = None if stateless else server.public_state()
         server.insert_output(client.randomise(v, state), state)
-    return ArmResult(server.heavy_hitters(), server.size_bytes())
+    return ArmResult(server.heavy_hitters(), deep_size(server))
 
 
 def _top_of(estimates: np.ndarray, k: int) -> TopK:
@@ -84,14 +109,14 @@ def run_oracle(
         for v in items[warm:]:
             counts[grr.randomise_index(v)] += 1
         estimates = grr.estimate_counts(counts, len(items) - warm)
-        memory = int(counts.nbytes)
+        memory = deep_size(grr_agg)
     elif name == "hr":
         hr = HadamardResponse(epsilon, d, rng=rng)
         hr_agg = hr.new_aggregator()
         for v in items[warm:]:
             hr_agg.add_output(hr.randomise(v))
         estimates = hr_agg.estimate()
-        memory = hr_agg.size_bytes()
+        memory = deep_size(hr_agg)
     else:
         raise ValueError(f"name: unknown oracle {name!r}")
     return ArmResult(_top_of(estimates + warm_counts, k), memory)
@@ -102,7 +127,7 @@ def run_heavy_guardian(items: Sequence[int], k: int, rng: RandomSource) -> ArmRe
     hg = HeavyGuardian(k, rng=rng)
     hg.warm_up(items)
     top = sorted(((item, float(c)) for item, c in hg.counts.items()), key=lambda t: (-t[1], t[0]))
-    return ArmResult(top[:k], hg.size_bytes())
+    return ArmResult(top[:k], deep_size(hg))
 
 
 def true_top(items: np.ndarray, d: int, k: int) -> tuple[list[int], np.ndarray]:
@@ -133,13 +158,22 @@ def aae(top: TopK, truth: list[int], counts: np.ndarray) -> float:
     return sum(abs(published.get(item, 0.0) - float(counts[item])) for item in truth) / len(truth)
 
 
-def memory_row(d: int, k: int) -> dict[str, float]:
-    """Server memory (bytes) of each arm at domain size ``d`` (HG-LDP: the cells model; oracles:
-    their count arrays, allocated here for real)."""
+def memory_row(d: int, k: int, *, reports: int = 4000) -> dict[str, float]:
+    """Server memory (bytes, :func:`deep_size`) of each arm at domain size ``d`` after the same
+    stream: 10 % raw warm-up, then ``reports`` reports at ε = 1 (Normal around d/2, σ = 10, seeded)."""
+    rnd = np.random.default_rng(0)
+    n = reports + reports // 9
+    items = [int(v) for v in np.clip(np.rint(rnd.normal(d / 2, 10, n)), 0, d - 1)]
+    warm = n - reports
     row: dict[str, float] = {"d": d}
     for scheme in ("bgr", "dsr", "bdr", "cnr"):
-        row[scheme] = HgLdpServer(HgLdpParams(scheme, 1.0, d, k)).size_bytes()
-    row["heavyguardian"] = HeavyGuardian(k).size_bytes()
-    row["grr"] = int(GeneralizedRandomizedResponse(1.0, d).new_aggregator().counts.nbytes)
-    row["hr"] = HadamardResponse(1.0, d).new_aggregator().size_bytes()
+        got = run_scheme(
+            scheme, items, warm, d, k, 1.0, SeededRandomSource(f"m-{scheme}"), SeededRandomSource("m-c")
+        )
+        row[scheme] = got.memory_bytes
+    row["heavyguardian"] = run_heavy_guardian(items, k, SeededRandomSource("m-hg")).memory_bytes
+    for oracle in ("grr", "hr"):
+        row[oracle] = run_oracle(
+            oracle, items, warm, d, k, 1.0, SeededRandomSource(f"m-{oracle}")
+        ).memory_bytes
     return row

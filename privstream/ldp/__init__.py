@@ -15,7 +15,7 @@ from privstream.ldp.hadamard import HadamardResponse, HrAggregator
 from privstream.ldp.heavy_guardian import HeavyGuardian
 from privstream.ldp.hg_clients import BdrClient, BgrClient, CnrClient, DsrClient, HgLdpClient, make_client
 from privstream.ldp.hg_params import SCHEMES, HgLdpParams
-from privstream.ldp.hg_server import HgLdpServer, InconsistentReportError
+from privstream.ldp.hg_server import HgLdpServer, InconsistentReportError, refusal_reason
 from privstream.ldp.hg_state import PublicState, StaleStateError, StateHistory
 from privstream.ldp.olh import OlhAggregator, OptimisedLocalHashing
 from privstream.ldp.randomiser import FrequencyAggregator, LdpReport, LocalRandomiser
@@ -40,6 +40,7 @@ __all__ = [
     "StaleStateError",
     "StateHistory",
     "make_client",
+    "refusal_reason",
     "GeneralizedRandomizedResponse",
     "GrrAggregator",
     "LdpReport",

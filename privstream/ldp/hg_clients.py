@@ -86,8 +86,14 @@ class HgLdpClient(LocalRandomiser):
         """Adopt the server's latest public state (reading it is free: it is public)."""
         if not isinstance(state, PublicState):
             raise TypeError(f"state: expected PublicState, got {type(state).__name__}")
-        if len(state.hot_items) != self.params.k or (state.hot_items and state.hot_items[-1] >= self.d):
-            raise ValueError(f"state: needs exactly k = {self.params.k} hot items inside the domain")
+        hot = state.hot_items
+        if len(hot) != self.params.k:
+            raise ValueError(f"state: needs exactly k = {self.params.k} hot items, got {len(hot)}")
+        outside = [h for h in hot if not 0 <= h < self.d]  # sorted: only the ends can be outside
+        if outside:
+            raise ValueError(
+                f"state: hot items must be item indices 0..{self.d - 1}; version {state.version} has {outside}"
+            )
         self.state = state
 
     def _require_state(self) -> PublicState:
@@ -107,17 +113,6 @@ class HgLdpClient(LocalRandomiser):
         return LdpReport(
             self.scheme, self._canonical, output.to_bytes(self._width, "big"), state_version=version
         )
-
-    def decode_output(self, report: LdpReport) -> int:
-        """The reported index (``d`` for ⊥); ValueError if the report is not from these parameters."""
-        if not self.accepts(report):
-            raise ValueError("report: not produced by this scheme with these parameters")
-        if len(report.payload) != self._width:
-            raise ValueError(f"report: payload must be {self._width} bytes, got {len(report.payload)}")
-        output = int.from_bytes(report.payload, "big")
-        if output > self.d:
-            raise ValueError(f"report: output {output} outside 0..{self.d}")
-        return output
 
     @abstractmethod
     def randomise(self, index: int, state: PublicState | None) -> int:

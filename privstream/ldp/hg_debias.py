@@ -58,6 +58,9 @@ class DebiasedHeavyPart:
         self._shift = Fraction(0)  #: G, the current phase's accumulated offset
         self._earlier = Fraction(0)  #: Σ over finished phases of n^φ·o^φ/s^φ
         self._weakest: tuple[int, Fraction] | None = None
+        #: ED's scale in the statistics phase (None: the current phase's). DSR sets p_s − q_s, the
+        #: released code's unit, so the τ = 1 flag and b^−C see one scale in both modes.
+        self.unit: Fraction | None = None
 
     # --- cells ---------------------------------------------------------------------------------
     def __contains__(self, item: int) -> bool:
@@ -85,6 +88,21 @@ class DebiasedHeavyPart:
         item, stored = self._weakest
         return item, stored - self._shift
 
+    def ed_ratio(self) -> Fraction:
+        """ED counts per current-phase count: ``unit / s_cur`` (1 in warm-up or without a unit)."""
+        if self.unit is None or self.phase == WARM_UP:
+            return Fraction(1)
+        return self.unit / self.phase.scale
+
+    def ed_weakest(self) -> tuple[int, Fraction]:
+        """(item, count) of the weakest cell in ED's unit (``unit·f̂``; the raw count in warm-up)."""
+        item, count = self.weakest()
+        return item, count * self.ed_ratio()
+
+    def ed_decay(self, item: int) -> None:
+        """ED's decay: ``item`` loses 1 in ED's unit."""
+        self.decay(item, 1 / self.ed_ratio())
+
     def load(self, counts: Mapping[int, int]) -> None:
         """Warm-up counts (raw, before any report)."""
         for item, count in counts.items():
@@ -96,8 +114,8 @@ class DebiasedHeavyPart:
         if self._weakest is not None and self._weakest[0] == item:
             self._weakest = None
 
-    def decay(self, item: int) -> None:
-        self._cells[item] -= 1
+    def decay(self, item: int, amount: Fraction | int = 1) -> None:
+        self._cells[item] -= amount
         self._weakest = None
 
     def replace(self, old: int | None, new: int) -> None:
@@ -114,6 +132,13 @@ class DebiasedHeavyPart:
             self._switch(phase)
         self.reports += 1
         self._shift += phase.offset
+
+    def begin(self, phase: Phase) -> None:
+        """End the warm-up: rescale the raw counts to ``phase`` (no report, not counted as a switch)."""
+        if self.phase != WARM_UP or self.reports:
+            raise RuntimeError("begin: only once, at the end of the warm-up")
+        self._switch(phase)
+        self.switches = 0
 
     def _switch(self, phase: Phase) -> None:
         """DSR_Insert's rescale: C ← C/s_old·s_new for every cell; the offsets of the finished

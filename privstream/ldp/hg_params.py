@@ -16,6 +16,7 @@ realised mechanism is ε'-LDP with ``ε' = effective_epsilon ≤ ε``.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -191,6 +192,18 @@ class HgLdpParams:
         if self.scheme == "cnr":
             out["light_cells"] = str(self.light_cells)
         return out
+
+
+def alpha_argument(text: str) -> Fraction:
+    """``--alpha`` of the command lines: a fraction strictly between 0 and 1 (argparse names the
+    option in its error: ``argument --alpha: ...``)."""
+    try:
+        alpha = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 1/3, got {text!r}") from None
+    if not 0 < alpha < 1:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text!r}")
+    return alpha
 
 
 def _ln(ratio: Fraction) -> float:

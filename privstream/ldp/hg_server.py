@@ -17,8 +17,10 @@ Insert per scheme, applied with the public state version the client used (:class
 
 ED (paper §2.4) runs on the heavy part's *debiased* counts (App. A.7.1 partial debiasing,
 :class:`~privstream.ldp.hg_debias.DebiasedHeavyPart`): the weakest cell decays with probability
-b^−C for its debiased count C (exactly, also for a fractional C) and is replaced once C ≤ 0; the
-public "weakest count ≤ 1" flag uses the same counts. Response (Algorithm 9): the heavy items'
+b^−C for its debiased count C (exactly, also for a fractional C), loses 1, and is replaced once
+C ≤ 0; the public "weakest count ≤ 1" flag uses the same counts. C is in one unit per scheme
+(the released code's): the scale s of BGR's or Eq. 2's estimator, and for DSR p_s − q_s in both
+modes (C = (p_s − q_s)·f̂; a full-mode hit adds (p_s − q_s)/(p − q)). Response (Algorithm 9): the heavy items'
 estimates (Eq. 2, the BGR estimator or DSR's phase sum), negatives clamped to 0, sorted, top-k.
 """
 
@@ -33,7 +35,7 @@ import numpy as np
 from privstream.ldp.heavy_guardian import CellPart, decays
 from privstream.ldp.hg_debias import DebiasedHeavyPart, Phase
 from privstream.ldp.hg_params import EVICTION_THRESHOLD, HgLdpParams
-from privstream.ldp.hg_state import PublicState, StateHistory
+from privstream.ldp.hg_state import PublicState, StaleStateError, StateHistory
 from privstream.ldp.randomiser import FrequencyAggregator, LdpReport
 from privstream.noise.rng import RandomSource, resolve
 from privstream.validation import check_int
@@ -47,6 +49,17 @@ class InconsistentReportError(ValueError):
     """A report's output is impossible under the state version it names (e.g. ⊥ in BGR)."""
 
     reason = "inconsistent"
+
+
+def refusal_reason(exc: ValueError) -> str:
+    """The dead-letter reason of a report :meth:`HgLdpServer.add` refused (one mapping for the
+    Kafka loop and the Flink operator): ``stale-state (unknown|too-old)``, ``inconsistent`` or
+    ``rejected`` (another scheme, other parameters, a malformed payload), then the message."""
+    if isinstance(exc, StaleStateError):
+        return f"stale-state ({exc.reason}): {exc}"
+    if isinstance(exc, InconsistentReportError):
+        return f"inconsistent: {exc}"
+    return f"rejected: {exc}"
 
 
 class HgLdpServer(FrequencyAggregator):
@@ -127,9 +140,18 @@ class HgLdpServer(FrequencyAggregator):
             self._phases["full"] = Phase("full", qf, pf - qf)
             ps, qs = p.grr_shrunk
             self._phases["shrunk"] = Phase("shrunk", qs, ps - qs)
+            # ED and the τ = 1 flag see counts in one unit: BGR's only scale; for DSR the released
+            # code's p_s − q_s in both modes (docs/ldp.md, choice 4).
+            self.heavy.unit = (ps - qs) if p.scheme == "dsr" else (pf - qf)
         else:
             assert self.gamma_h is not None
             self._phases["split"] = Phase("eq2", p.eq2_offset(self.gamma_h), p.eq2_denominator())
+            self.heavy.unit = p.eq2_denominator()
+        # Counts leave the raw warm-up scale now (the code's stopWarmup), so version 0's flag
+        # already uses ED's unit.
+        self.heavy.begin(
+            self._phases["split" if p.scheme in ("bdr", "cnr") else "shrunk" if p.scheme == "dsr" else "full"]
+        )
         self._statistics = True
         logger.info(
             "hg-ldp %s: statistics start after %d warm-up items (γ_h=%s)",
@@ -151,7 +173,7 @@ class HgLdpServer(FrequencyAggregator):
         the last call: the caller decides when to publish, e.g. before each client reads it, or
         once per batch of reports in the Kafka server)."""
         heavy = self.heavy
-        low = not heavy.full or heavy.weakest()[1] <= EVICTION_THRESHOLD
+        low = not heavy.full or heavy.ed_weakest()[1] <= EVICTION_THRESHOLD
         return self.history.publish(heavy.items(), low)
 
     # --- insert ------------------------------------------------------------------------------
@@ -175,9 +197,9 @@ class HgLdpServer(FrequencyAggregator):
         y = int.from_bytes(report.payload, "big")
         if y > self.bottom:
             raise ValueError(f"report: output {y} outside 0..{self.bottom}")
-        scheme = self.params.scheme
-        state = None if scheme == "bgr" else self.history.get(report.state_version)
-        self.insert_output(y, state)
+        # Every scheme names a version it read (BGR too: its randomiser ignores the state, but a
+        # report against an unknown or dropped version is refused alike; docs/ldp.md).
+        self.insert_output(y, self.history.get(report.state_version))
 
     def insert_output(self, y: int, state: PublicState | None) -> None:
         """Insert a decoded output ``y`` (``d`` = ⊥) randomised against ``state`` (None for BGR)."""
@@ -208,10 +230,11 @@ class HgLdpServer(FrequencyAggregator):
             self._ed_insert(y)
 
     def _decay_weakest(self) -> tuple[int, Fraction]:
-        """ED's decay step: the weakest cell loses 1 with probability b^−C; returns (item, new C)."""
-        weak, count = self.heavy.weakest()
+        """ED's decay step: the weakest cell loses 1 with probability b^−C, C and the 1 in ED's unit
+        (:meth:`DebiasedHeavyPart.ed_weakest`); returns (item, new C)."""
+        weak, count = self.heavy.ed_weakest()
         if decays(count, self.params.decay_base, self._rng):
-            self.heavy.decay(weak)
+            self.heavy.ed_decay(weak)
             count -= 1
         return weak, count
 

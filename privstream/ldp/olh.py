@@ -32,6 +32,8 @@ class OptimisedLocalHashing(IntDomainOracle):
         self, epsilon: float | int | Fraction, domain_size: int, *, rng: RandomSource | None = None
     ) -> None:
         self.g = max(2, round(float(rational_exp_lower(epsilon))) + 1)
+        if self.g >= PRIME:  # the hash family reaches only [P); y must also fit its 4 report bytes
+            raise ValueError(f"epsilon: OLH needs g = round(e^ε) + 1 < 2^31 − 1 (ε < 21.4), got g = {self.g}")
         super().__init__(epsilon, domain_size, self.g, below=PRIME, rng=rng, extra={"g": str(self.g)})
 
     @property

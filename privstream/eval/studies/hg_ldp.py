@@ -218,7 +218,8 @@ def _claims(rows: list[Row], memory: list[Row], workloads: list[str], top_eps: f
             Claim.skip("on real data DSR ≈ BGR", "§6.4", "no real workload (install privstream[datasets])")
         )
     by_d = sorted(memory, key=lambda r: r["d"])
-    flat = all(r[arm] == by_d[0][arm] for r in by_d for arm in (*SCHEMES, HG))
+    # Deep sizes after the same stream (ldp_arms.deep_size): rationals and ids vary a little with d.
+    spread = max(max(r[arm] for r in by_d) / min(r[arm] for r in by_d) for arm in (*SCHEMES, HG))
     growth = by_d[-1]["grr"] / by_d[0]["grr"]
     d_ratio = by_d[-1]["d"] / by_d[0]["d"]
     claims.append(
@@ -226,9 +227,9 @@ def _claims(rows: list[Row], memory: list[Row], workloads: list[str], top_eps: f
             "server memory depends only on k, while GRR/HR grow linearly in d",
             "§6.4, Table 1",
             f"d {by_d[0]['d']:.0f}→{by_d[-1]['d']:.0f}: HG-LDP {by_d[0]['cnr']:.0f}→{by_d[-1]['cnr']:.0f} B (CNR), "
-            f"GRR ×{growth:.0f}, HR ×{by_d[-1]['hr'] / by_d[0]['hr']:.0f}",
-            f"HG-LDP unchanged; GRR grows ≥ 0.9 × the d ratio ({d_ratio:.0f})",
-            flat and growth >= 0.9 * d_ratio,
+            f"max/min over d {spread:.2f} (all HG arms); GRR ×{growth:.0f}, HR ×{by_d[-1]['hr'] / by_d[0]['hr']:.0f}",
+            f"HG-LDP max/min ≤ 1.25; GRR grows ≥ 0.9 × the d ratio ({d_ratio:.0f})",
+            spread <= 1.25 and growth >= 0.9 * d_ratio,
         )
     )
     kosarak = next((r for r in memory if r["d"] == 41_270), None)
@@ -240,7 +241,7 @@ def _claims(rows: list[Row], memory: list[Row], workloads: list[str], top_eps: f
             Claim.check(
                 "≈2300× memory saving over GRR at Kosarak's d = 41,270 (Java deep sizes)",
                 "Table 1 (ratio 6154.99/2.66)",
-                f"GRR/BGR = {ratio:.0f}× (8-byte counters vs Java's ≈149 B per item: not the same ratio)",
+                f"GRR/BGR = {ratio:.0f}× (deep sizes: 8-byte counters vs Java's ≈149 B per item)",
                 "≥ 100× (orders of magnitude)",
                 ratio >= 100,
             )

@@ -1,0 +1,142 @@
+"""Benchmark: reports/s of the ``ldp-heavy-hitters`` Flink job (and of its operator logic).
+
+Part 1, the operator logic alone (no Flink): ``LdpServerLogic.process`` plus the state writes the
+operator makes after every message — ``core_bytes`` every message and ``versions_bytes`` when a
+version was made — with a full history (1,025 kept versions), against writing the whole server
+(``to_bytes``) after every message. Clients follow the state as it is made (``--state-every``).
+
+Part 2, the job: ``--reports`` CNR reports (d = 1000, k = 20, ε = 1, a Normal(500, 10) stream,
+randomised against state version 0, which stays within ``max_lag``) are produced to the embedded
+broker *before* the job starts; the rate is the reports between the first and the last release
+over the time between them (JVM and Python worker start excluded; releases are read as they
+arrive, at most 100 ms late).
+
+Run (the machine is shared; never two heavy jobs at once)::
+
+    flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_ldp_job.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from privstream.connectors.avro_codec import encode
+from privstream.connectors.broker import EmbeddedBroker
+from privstream.connectors.ldp_producer import report_to_record
+from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
+from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
+
+from privstream.datagen import normal_items
+from privstream.ldp import make_client
+from privstream.noise.rng import SeededRandomSource
+
+D, K = 1000, 20
+
+
+def logic_rates(items: list[int], state_every: int) -> dict[str, float]:
+    settings = LdpServerSettings(
+        scheme="cnr", epsilon=1.0, domain_size=D, k=K, deployment="bench", warm_up=tuple(items[:5000]),
+        state_every=1,
+    )  # fmt: skip
+    logic = LdpServerLogic(settings)
+    client = make_client(settings.params, rng=SeededRandomSource(1))
+
+    def run(values: list[int], mode: str) -> float:
+        seconds = 0.0
+        for offset, v in enumerate(values):
+            client.update_state(logic.server.history.latest)  # type: ignore[arg-type]
+            message = encode("LdpReport", report_to_record(client.encode(v)))
+            t0 = time.perf_counter()
+            before = logic.latest_version
+            logic.process(message, 0, offset, "reports")
+            if mode == "whole":
+                logic.to_bytes()
+            elif mode == "split":
+                if logic.latest_version != before:
+                    logic.versions_bytes()
+                logic.core_bytes()
+            seconds += time.perf_counter() - t0
+        return len(values) / seconds
+
+    start = 5000
+    while len(logic.server.history._states) <= settings.max_lag:  # fill: 1,025 versions kept
+        run(items[start : start + 1000], "none")
+        start += 1000
+    object.__setattr__(settings, "state_every", state_every)
+    rates = {mode: run(items[start : start + 5000], mode) for mode in ("whole", "split", "none")}
+    rates["core_bytes"] = len(logic.core_bytes())
+    rates["versions_bytes"] = len(logic.versions_bytes())
+    rates["whole_bytes"] = len(logic.to_bytes())
+    return rates
+
+
+def job_rate(reports: int, epoch: int) -> float:
+    from kafka import KafkaConsumer, KafkaProducer
+    from privstream.connectors.avro_codec import decode
+
+    items = (normal_items(reports + 5000, domain=D, std=10, seed=2) - 1).tolist()
+    settings = LdpServerSettings(
+        scheme="cnr", epsilon=1.0, domain_size=D, k=K, deployment="bench", warm_up=tuple(items[:5000]),
+        epoch_reports=epoch,
+    )  # fmt: skip
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
+        config = LdpJobConfig(settings, broker.bootstrap, checkpoint_dir=ckpt, checkpoint_interval_ms=2000)
+        from privstream.jobs.ldp_heavy_hitters import publish_initial_state
+
+        publish_initial_state(config)
+        client = make_client(settings.params, rng=SeededRandomSource(3))
+        client.update_state(settings.initial_server().public_state())
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20)
+        for v in items[5000:]:
+            producer.send(config.reports_topic, encode("LdpReport", report_to_record(client.encode(v))))
+        producer.flush()
+        producer.close()
+        consumer = KafkaConsumer(
+            config.releases_topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+            isolation_level="read_committed", fetch_max_wait_ms=100,
+        )  # fmt: skip
+        job = start(config)
+        seen: dict[int, float] = {}
+        deadline = time.monotonic() + 900
+        try:
+            while len(seen) < reports // epoch and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=100).values():
+                    for record in records:
+                        seen.setdefault(decode(record.value)[1]["reports"], time.monotonic())
+        finally:
+            job.cancel().result()
+            consumer.close()
+        first, last = min(seen), max(seen)
+        return (last - first) / (seen[last] - seen[first])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=20_000)
+    parser.add_argument("--epoch", type=int, default=1000)
+    parser.add_argument("--state-every", type=int, default=100)
+    parser.add_argument("--skip-job", action="store_true")
+    args = parser.parse_args()
+    items = (normal_items(60_000, domain=D, std=10, seed=1) - 1).tolist()
+    r = logic_rates(items, args.state_every)
+    print(
+        f"operator logic (d = {D}, k = {K}, ε = 1, CNR, 1,025 versions kept, state every {args.state_every}):"
+    )
+    print(f"  whole server pickled per message ({r['whole_bytes']:,.0f} B): {r['whole']:,.0f} reports/s")
+    print(
+        f"  core per message ({r['core_bytes']:,.0f} B) + versions when made ({r['versions_bytes']:,.0f} B): "
+        f"{r['split']:,.0f} reports/s"
+    )
+    print(f"  no state writes: {r['none']:,.0f} reports/s")
+    if not args.skip_job:
+        rate = job_rate(args.reports, args.epoch)
+        print(
+            f"Flink job (embedded broker, {args.reports:,} reports, one release per {args.epoch}): {rate:,.0f} reports/s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
