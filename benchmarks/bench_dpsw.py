@@ -7,14 +7,15 @@ fixed seed), 10^7 items by default. Timed:
 * DPSW ``update_batch`` at the paper's default setting (w = 10^6, W = 10^5, |I| = 3 with
   I = [W, ⌈√W⌉, 1], a = 3, b = 2000, ε = 1, δ = n^−1.5), in batches: the total rate (noise of every
   new substream's 5 PCMSs drawn by the exact discrete-Gaussian sampler from the CSPRNG, included)
-  and the update rate without the noise draws (``noise_seconds`` subtracted), each as a ratio to
-  ``np.bincount`` on the same batches. Target: >= 10^6 items/s on one core (10× the paper's
-  ≈ 100 K ops/s C++);
+  and the counter-update rate without the noise draws (``noise_seconds`` subtracted), each as a
+  ratio to ``np.bincount`` on the same batches. Target: >= 10^6 items/s on one core (10× the
+  paper's ≈ 100 K ops/s C++), measured end to end: the noise of a new substream is part of
+  maintenance, so the total rate is the one compared with the target;
 * the update rate (noise excluded: a zero sampler, benchmark only) against |I|, a and the number of
   substreams per window (Appendix C: linear in |I| and a, flat in substreams);
 * memory: the live PCMSs and their bytes (int64 counters) at the end of the stream, and the
-  maximum over the run, against ⌈w/W⌉·|I| + (|I| − 1) (complete substreams keep |I| PCMSs,
-  the current one 2|I| − 1).
+  maximum over the run (sampled right after each substream's first item, where it peaks), against
+  ⌈w/W⌉·|I| + 2|I| − 1 (⌈w/W⌉ complete substreams keep |I| PCMSs, the current one 2|I| − 1).
 
 Run: ``flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_dpsw.py``.
 """
@@ -22,13 +23,13 @@ Run: ``flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_dpsw.p
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
 from bench_sketches import timed
 
 from privstream import datagen
+from privstream.eval.studies.dpsw import geometric_checkpoints
 from privstream.window import DPSWSketch, dpsw_params
 
 
@@ -37,16 +38,11 @@ def zero_noise(sigma2: object, count: int) -> np.ndarray:
     return np.zeros(count, dtype=np.int64)
 
 
-def sqrt_checkpoints(length: int, count: int) -> list[int]:
-    points = [math.ceil(length ** ((count - 1 - j) / (count - 1))) for j in range(count)]
-    return sorted(set(points), reverse=True)
-
-
 def build(n: int, window: int, substream: int, count: int, depth: int, width: int, noise: bool) -> DPSWSketch:
     p = dpsw_params(
         window=window,
         substream=substream,
-        checkpoints=sqrt_checkpoints(substream, count),
+        checkpoints=geometric_checkpoints(substream, count),
         budget_ratio=0.55,
         epsilon=1.0,
         delta=float(n) ** -1.5,
@@ -57,13 +53,20 @@ def build(n: int, window: int, substream: int, count: int, depth: int, width: in
 
 
 def feed(sketch: DPSWSketch, batches: list[np.ndarray]) -> tuple[float, int]:
-    """Seconds to ingest every batch, and the most live PCMSs seen after a batch."""
+    """Seconds to ingest every batch, and the most live PCMSs seen. The peak is inside a batch:
+    right after a substream's first item (its 2|I| − 1 PCMSs created, the oldest substream not yet
+    expired), so each batch is also cut there and the count sampled (a few more calls per batch)."""
     most, spent = 0, 0.0
+    length = sketch.params.substream
     for b in batches:
-        start = time.perf_counter()
-        sketch.update_batch(b)
-        spent += time.perf_counter() - start
-        most = max(most, sketch.live_pcms())
+        first = sketch.clock + 1  # COUNT: the next position
+        starts = [i + 1 for i in range((-(first - 1)) % length, len(b), length)]
+        bounds = sorted({0, *starts, len(b)})
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            start = time.perf_counter()
+            sketch.update_batch(b[lo:hi])
+            spent += time.perf_counter() - start
+            most = max(most, sketch.live_pcms())
     return spent, most
 
 
@@ -91,8 +94,10 @@ def main() -> None:
     print(
         f"\nDPSW w={w:,} W={w // 10:,} I={list(sketch.params.checkpoints)} a=3 b=2000, eps=1 (CSPRNG noise)"
     )
+    verdict = "PASS" if n / spent >= 1e6 else "FAIL"
     print(
         f"  total (noise included): {n / spent / 1e6:6.2f} M items/s  ratio to bincount {bincount / spent:.4f}"
+        f"  target >= 1 M items/s end to end: {verdict}"
     )
     substreams = -(-n // sketch.params.substream)
     pcms = 2 * len(sketch.params.checkpoints) - 1
@@ -100,11 +105,14 @@ def main() -> None:
         f"  noise draws: {sketch.noise_seconds:.1f} s for {substreams} substreams x {pcms} PCMSs x 6000 counters"
     )
     print(
-        f"  update only:            {n / update / 1e6:6.2f} M items/s  ratio to bincount {bincount / update:.4f}"
+        f"  counter updates only:   {n / update / 1e6:6.2f} M items/s  ratio to bincount {bincount / update:.4f}"
+        " (noise-draw time subtracted; not the target's measure)"
     )
-    print(f"  insertions per item: {sketch.insertions / n:.3f} (<= 2|I| - 1 = 5)")
+    pts = len(sketch.params.checkpoints)
+    print(f"  insertions per item: {sketch.insertions / n:.3f} (<= 2|I| - 1 = {2 * pts - 1})")
     print(
-        f"  memory: {sketch.live_pcms()} live PCMSs = {sketch.memory_bytes() / 2**20:.1f} MiB (max {most} live)"
+        f"  memory: {sketch.live_pcms()} live PCMSs = {sketch.memory_bytes() / 2**20:.1f} MiB (max {most} live, "
+        f"bound {-(-w // sketch.params.substream) * pts + 2 * pts - 1})"
     )
 
     sweep = batches_of(stream[: args.sweep_items], args.batch)
@@ -120,7 +128,7 @@ def main() -> None:
         s = build(m, w, w // per_window, count, depth, 2000, noise=False)
         secs, peak = feed(s, sweep)
         pts = len(s.params.checkpoints)
-        bound = per_window * pts + pts - 1
+        bound = per_window * pts + 2 * pts - 1
         value = {"|I|": pts, "a": depth}.get(label, per_window)
         name = f"{label}={value} (|I|={pts},a={depth},{per_window}/w)"
         print(

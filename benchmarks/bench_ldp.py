@@ -8,6 +8,7 @@ production CSPRNG. "client" times ``encode`` (the randomiser and the report obje
 fixed public state; "server" times, in the sequential simulation's loop, ``public_state`` (the
 state is republished before every report) plus ``add`` (decode, state lookup, debiased ED,
 bookkeeping); GRR, OLH and HR clients are timed for comparison. Prints reports/s (median of ``--repeats`` runs, one core).
+The Flink job's and its operator's rates: ``benchmarks/bench_ldp_job.py``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ from privstream.validation import check_int
 
 _LEMMA_8_1 = "Lebeda-Tetek Lemma 8.1"
 
+#: Where a replacement in one shard's stream happens (count epochs; the DPSW count-window jobs): the
+#: new unit must stay in the shard, or positions shift in two shards.
+SAME_SHARD_REPLACEMENT = "one shard's stream by one that the partitioner routes to the same shard"
+
 
 class Unit(enum.Enum):
     """The privacy unit: what one neighbour step adds or removes. The value is the release's
@@ -189,11 +193,7 @@ class NeighbourRelation:
         """The relation as text (for ``Release.neighbour_relation``, Avro and logs only)."""
         u = self.unit
         if self.change is Change.REPLACE:
-            where = (
-                "one shard's stream by one that the partitioner routes to the same shard"
-                if self.scope is Scope.SHARD
-                else f"{self.scope.value} by another"
-            )
+            where = SAME_SHARD_REPLACEMENT if self.scope is Scope.SHARD else f"{self.scope.value} by another"
             head = (
                 f"replace {u.phrase} at a fixed position of {where} (both valid: a rejected record "
                 "takes no position); stream lengths public"

@@ -82,3 +82,12 @@ def test_bad_study_parameters_name_themselves(tmp_path: object) -> None:
     for key, value in (("scale", "huge"), ("budget_ratio", "2"), ("window", "x")):
         with pytest.raises(ValueError, match=key):
             run_study("dpsw", out_dir=tmp_path, tiny=True, plots=False, overrides={"params": {key: value}})
+
+
+def test_a_workload_without_a_declared_domain_is_refused() -> None:
+    """The domain is never derived from the data's maximum."""
+    from privstream.eval.workloads import Workload
+
+    w = Workload("undeclared", np.array([1, 5, 9], dtype=np.int64), None)
+    with pytest.raises(ValueError, match="declares no item domain"):
+        dpsw._universe(w)

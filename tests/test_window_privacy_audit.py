@@ -18,9 +18,17 @@ gets its noise from the production discrete-Gaussian sampler at creation.
   boundary after it; with event times nothing else moves and only that event's substream changes.
   Statistic ĉ_0.
 * Power: the same COUNT audit flags the production sampler run with the noise variance divided by
-  64 (σ/8). Measured with these seeds (n = 5000 per side): ε lower bounds 0.04 (replacement),
-  0.02 (removal), 2.58 (σ/8; σ/4 gave 0.99, not flagged at this sample size). Asserted: no
+  64 (σ/8). Measured with these seeds (n = 5000 per side): ε lower bounds 0.07 (replacement),
+  0.00 (removal), 2.32 (σ/8; σ/4 gave 0.99 before ρ became the exact float, not flagged at this
+  sample size). Asserted: no
   violation, resp. a violation with ε lower bound > 1.3.
+* A release through boundary PCMSs only (w = W = 4, T = 14: suffix_2 of [9, 12] and prefix_2 of
+  [13, 16]; q = 0.1) with the item at position 13 replaced, and the same with σ/16 (flagged).
+  Measured: ε lower bounds 0.00 and 2.99 (σ/8 reached only 0.80: the suffix's noise also enters
+  the statistic).
+* Power limit: σ/√2 is not a violation of the claimed (1, 1e-3) at all (its exact δ(1) ≈ 5e-4 for
+  this release: the zCDP conversion is loose), and σ/2 (δ(1) ≈ 8e-3) would need ≈ 7e4 runs per
+  side; the per-table variance test (tests/test_window_state.py) and check 3 catch those.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
 from privstream.noise import SeededRandomSource
 from privstream.noise.discrete import discrete_gaussian_array
@@ -46,12 +55,12 @@ TIMES = list(range(1, 13))  # event times for EVENT_TIME (origin 1: the same gri
 Output = tuple
 
 
-def params(windowing: Windowing) -> object:
+def params(windowing: Windowing, budget_ratio: float = 0.9) -> object:
     return dpsw_params(
-        window=8,
+        window=8 if budget_ratio == 0.9 else 4,
         substream=4,
         alpha=0.5,
-        budget_ratio=0.9,
+        budget_ratio=budget_ratio,
         epsilon=EPS,
         delta=DELTA,
         depth=1,
@@ -62,19 +71,25 @@ def params(windowing: Windowing) -> object:
 
 
 def release(
-    windowing: Windowing, events: list[tuple[int, int]], noise: Callable[[RandomSource], NoiseSampler] | None
+    windowing: Windowing,
+    events: list[tuple[int, int]],
+    noise: Callable[[RandomSource], NoiseSampler] | None,
+    budget_ratio: float = 0.9,
 ) -> Callable[[RandomSource], Output]:
-    p = params(windowing)
+    p = params(windowing, budget_ratio)
+    clock = len(events) if windowing is Windowing.COUNT else 12
 
     def run(rng: RandomSource) -> Output:
         sketch = DPSWSketch(p, noise=None if noise is None else noise(rng), rng=rng)  # type: ignore[arg-type]
         items = [x for x, _ in events]
         if windowing is Windowing.COUNT:
             sketch.update_batch(items)
-        else:
-            sketch.update_batch(items, [t for _, t in events])
-            sketch.advance_to(12)
-        assert sketch.clock == 12
+        else:  # a punctuation at every substream end (events may run one substream ahead of the clock)
+            for end in (4, 8, 12):
+                group = [(x, t) for x, t in events if end - 4 < t <= end]
+                sketch.update_batch([x for x, _ in group], [t for _, t in group])
+                sketch.advance_to(end)
+        assert sketch.clock == clock
         return tuple(zip((0, 1), sketch.estimate_batch([0, 1]).tolist(), strict=True))
 
     return run
@@ -97,10 +112,11 @@ def run_audit(
     stat: Callable[[Output], int],
     noise: Callable[[RandomSource], NoiseSampler] | None = None,
     seed: int = 500,
+    budget_ratio: float = 0.9,
 ) -> tuple[list[str], float]:
-    outs_a = sample(release(windowing, a, noise), seed, RUNS)
-    outs_b = sample(release(windowing, b, noise), seed + 1, RUNS)
-    pilot = sample(release(windowing, a, noise), seed + 2, PILOT)
+    outs_a = sample(release(windowing, a, noise, budget_ratio), seed, RUNS)
+    outs_b = sample(release(windowing, b, noise, budget_ratio), seed + 1, RUNS)
+    pilot = sample(release(windowing, a, noise, budget_ratio), seed + 2, PILOT)
     return audit(outs_a, outs_b, threshold_events(stat, pilot))
 
 
@@ -146,3 +162,37 @@ def test_audit_flags_noise_eight_times_too_small() -> None:
     )
     print(f"count replacement, sigma/8: eps_lower={eps_lower:.3f}")
     assert violations and eps_lower > 1.3 * EPS
+
+
+# A release through boundary PCMSs only: w = W = 4 and T = 14 read suffix_2 [11, 12] of substream
+# [9, 12] and prefix_2 [13, 14] of substream [13, 16]. Budget ratio q = 0.1 puts ρ_2 = ρ(1 − q)³/2
+# = 0.36ρ on each prefix/suffix pair; the audited position 13 lies in prefix_2 (of the PCMSs read).
+LONG = [*STREAM, 0, FILL]  # position 13 holds item 0; T = 14
+LONG_REPLACED = [*STREAM, 1, FILL]
+Q_BOUNDARY = 0.1
+
+
+def test_a_prefix_suffix_release_reads_the_boundary_pcms() -> None:
+    sketch = DPSWSketch(params(Windowing.COUNT, Q_BOUNDARY))  # type: ignore[arg-type]
+    sketch.update_batch(LONG)
+    assert [(u.kind, u.start, u.end) for u in sketch.query_plan()] == [("suffix", 11, 12), ("prefix", 13, 14)]
+
+
+@pytest.mark.parametrize(("divisor", "seed"), [(1, 1100), (256, 1300)])
+def test_prefix_release_audit(divisor: int, seed: int) -> None:
+    """Correct noise: no violation. Every variance divided by 256 (σ/16; σ/8 reached only ε ≈ 0.8
+    here, as the suffix's noise also enters the statistic): flagged with ε lower bound > 1.3."""
+    violations, eps_lower = run_audit(
+        Windowing.COUNT,
+        list(zip(LONG, range(1, 15), strict=True)),
+        list(zip(LONG_REPLACED, range(1, 15), strict=True)),
+        difference,
+        noise=None if divisor == 1 else shrunk(divisor),
+        seed=seed,
+        budget_ratio=Q_BOUNDARY,
+    )
+    print(f"count replacement in prefix_2, variance/{divisor}: eps_lower={eps_lower:.3f}")
+    if divisor == 1:
+        assert not violations, violations
+    else:
+        assert violations and eps_lower > 1.3 * EPS

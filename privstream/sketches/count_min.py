@@ -26,7 +26,15 @@ import numpy as np
 
 from privstream.sketches.binary_format import decode, decode_array, encode, register_sketch, require
 from privstream.sketches.build import Build
-from privstream.sketches.hashing import MAX_WIDTH, bucket_indices, hash_int_array, hash_str_list, row_salts
+from privstream.sketches.hashing import (
+    MAX_WIDTH,
+    bucket_indices,
+    hash_int_array,
+    hash_str_list,
+    item_hashes,
+    min_over_rows,
+    row_salts,
+)
 from privstream.sketches.histogram import Counts, exact_histogram
 from privstream.sketches.order import normalize_item
 from privstream.sketches.protocol import Sketch
@@ -118,14 +126,8 @@ class CountMinSketch(Sketch):
 
     def estimate_batch(self, items: object) -> np.ndarray:
         """Estimates for each item of ``items`` (in order), as an int64 array."""
-        keys = [normalize_item(x) for x in items]  # type: ignore[attr-defined]
-        ints = [i for i, x in enumerate(keys) if type(x) is int]
-        strs = [i for i, x in enumerate(keys) if type(x) is str]
-        hashes = np.empty(len(keys), dtype=np.uint64)
-        hashes[ints] = hash_int_array(np.array([keys[i] for i in ints], dtype=np.int64), self._seed)
-        hashes[strs] = hash_str_list([keys[i] for i in strs], self._seed)  # type: ignore[misc]
-        buckets = bucket_indices(hashes, self._salts, self._width)
-        return np.take_along_axis(self._table, buckets, axis=1).min(axis=0)
+        buckets = bucket_indices(item_hashes(items, self._seed), self._salts, self._width)
+        return min_over_rows(self._table, buckets)
 
     def merge(self, other: Sketch) -> None:
         """In place: add ``other``'s table (same width, depth and seed required)."""

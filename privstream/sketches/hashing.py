@@ -75,3 +75,27 @@ def bucket_indices(base_hashes: np.ndarray, salts: np.ndarray, width: int) -> np
         z >>= _S32
         out[j] = z
     return out
+
+
+def item_hashes(items: object, seed: int) -> np.ndarray:
+    """Seeded 64-bit base hashes of ``items`` (an int array, or a sequence of ints / strs, each
+    normalised by :func:`privstream.sketches.order.normalize_item`), in order: SplitMix64 for ints,
+    xxh3 for strs (the hashes of every Count-Min table: CountMinSketch, DPSW's PCMSs)."""
+    from privstream.sketches.order import normalize_item
+
+    if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
+        return hash_int_array(items.astype(np.int64, copy=False), seed)
+    keys = [normalize_item(x) for x in items]  # type: ignore[attr-defined]
+    if all(type(x) is int for x in keys):
+        return hash_int_array(np.array(keys, dtype=np.int64), seed)
+    out = np.empty(len(keys), dtype=np.uint64)
+    ints = [i for i, x in enumerate(keys) if type(x) is int]
+    strs = [i for i, x in enumerate(keys) if type(x) is str]
+    out[ints] = hash_int_array(np.array([keys[i] for i in ints], dtype=np.int64), seed)
+    out[strs] = hash_str_list([str(keys[i]) for i in strs], seed)
+    return out
+
+
+def min_over_rows(table: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """The Count-Min query for a batch: ``min_r table[r, buckets[r, i]]`` per column i."""
+    return np.take_along_axis(table, buckets, axis=1).min(axis=0)

@@ -31,7 +31,9 @@ a declared domain the query is refused, never answered from the raw data.
 Windowing (:class:`~privstream.window.params.Windowing`): COUNT positions are item indices (the
 paper); EVENT_TIME positions are integer event times given with the items, the clock moves only by
 :meth:`DPSWSketch.advance_to` (public punctuations), and empty substreams still get their noisy
-PCMSs.
+PCMSs. An event may run at most one substream ahead of the clock (:attr:`DPSWSketch.horizon`; later
+ones are refused before anything is allocated), so at most ⌈w/W⌉ + 2 substreams are ever held, and
+the state decoder accepts exactly the states this maintenance reaches.
 
 State bytes (:meth:`DPSWSketch.to_bytes`, :mod:`privstream.window.state`) hold noisy counters of
 PCMSs still under construction, which are NOT releasable (a partial PCMS is not private under the
@@ -51,6 +53,7 @@ import numpy as np
 from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
 from privstream.noise.rng import KeyedRandomSource, RandomSource
 from privstream.sketches.order import Item, item_order_key
+from privstream.validation import check_int
 from privstream.window.kernels import add_items
 from privstream.window.params import DPSWParams, WindowGuarantee, Windowing
 from privstream.window.pcms import HashFamily, NoiseSampler, discrete_gaussian_noise, noisy_table, table_query
@@ -144,13 +147,20 @@ class DPSWSketch:
         if self._noise is not None:
             return self._noise
         if self._noise_key is not None:
-            p = self.params
-            context = (
-                f"privstream.window.dpsw substream {index} window {p.window} length {p.substream} "
-                f"checkpoints {p.checkpoints} depth {p.depth} width {p.width} seed {p.seed} origin {p.origin}"
-            )
-            return discrete_gaussian_noise(KeyedRandomSource(self._noise_key, context))
+            return discrete_gaussian_noise(KeyedRandomSource(self._noise_key, self.noise_context(index)))
         return discrete_gaussian_noise(self._rng)
+
+    def noise_context(self, index: int) -> str:
+        """What the keyed DRBG of substream ``index`` is bound to: the substream and every public
+        parameter (windowing, w, W, I, q, ρ, ζ, a, b, seed, origin, ε, δ), so one key under two
+        parameter sets never gives the same noise."""
+        p = self.params
+        return (
+            f"privstream.window.dpsw v2 substream {index} windowing {p.windowing.value} window {p.window} "
+            f"length {p.substream} checkpoints {p.checkpoints} budget_ratio {p.budget_ratio} rho {p.rho} "
+            f"zeta {p.zeta} depth {p.depth} width {p.width} seed {p.seed} origin {p.origin} "
+            f"epsilon {p.epsilon} delta {p.delta}"
+        )
 
     def _create(self, index: int) -> None:
         """Alg. 2 lines 6–9: a new substream with every PCMS's noise drawn now."""
@@ -175,10 +185,8 @@ class DPSWSketch:
     def _ensure(self, index: int) -> None:
         """Create substreams up to ``index`` in order, skipping those already older than the
         window at the current clock (they could never be queried)."""
-        oldest = self.window_start()
-        for k in range(self._next, index + 1):
-            if self.substream_start(k) + self.params.substream - 1 >= oldest:
-                self._create(k)
+        for k in range(max(self._next, self.substream_of(self.window_start())), index + 1):
+            self._create(k)  # from the window's oldest substream on: a long gap costs no loop
         self._next = max(self._next, index + 1)
 
     def _settle(self) -> None:
@@ -225,7 +233,8 @@ class DPSWSketch:
     ) -> None:
         """A batch of items, exactly equivalent to :meth:`update` item by item (same PCMS counters,
         same noise draws in the same order, same clock). COUNT: the items take the next positions;
-        EVENT_TIME: ``positions`` (nondecreasing, all > clock) are their event times."""
+        EVENT_TIME: ``positions`` (integers, nondecreasing, all > clock and <= :attr:`horizon`, the end
+        of the substream after the clock's) are their event times; a refused batch changes nothing."""
         count = len(items)
         if count == 0:
             return
@@ -250,13 +259,7 @@ class DPSWSketch:
             return
         if positions is None:
             raise ValueError("positions: event-time windowing needs each item's event time")
-        pos_arr = np.asarray(positions, dtype=np.int64)
-        if pos_arr.shape != (count,):
-            raise ValueError(f"positions: need one per item ({count}), got shape {pos_arr.shape}")
-        if pos_arr[0] <= self._clock or bool(np.any(pos_arr[1:] < pos_arr[:-1])):
-            raise ValueError(
-                f"positions: must be nondecreasing and after the clock {self._clock} (late events are refused)"
-            )
+        pos_arr = self._event_times(positions, count)
         buckets = self._hashes.buckets(items)
         index_arr = (pos_arr - self.params.origin) // length
         cuts = np.flatnonzero(np.diff(index_arr)) + 1
@@ -267,12 +270,52 @@ class DPSWSketch:
             offsets = pos_arr[lo:hi] - self.substream_start(index)
             self._add(self._substreams[index], buckets, offsets, lo, hi)
 
+    @property
+    def horizon(self) -> int:
+        """EVENT_TIME: the last event time accepted before the next punctuation, the end of the
+        substream after the clock's. Events further ahead are refused (they would make the sketch
+        create, and draw noise for, every substream up to theirs: unbounded memory)."""
+        return self.substream_start(self.substream_of(self._clock) + 2) - 1
+
+    def _event_times(self, positions: Sequence[int] | np.ndarray, count: int) -> np.ndarray:
+        """Validated int64 event times: integers (floats are refused, not truncated), one per item,
+        nondecreasing, after the clock and not beyond :attr:`horizon`. Checked before anything is
+        allocated or drawn, so a refused batch leaves the sketch unchanged."""
+        raw = np.asarray(positions)
+        if raw.dtype.kind not in "iu":
+            raise ValueError(
+                f"positions: event times must be integers, got dtype {raw.dtype} (floats are refused, not truncated)"
+            )
+        if raw.shape != (count,):
+            raise ValueError(f"positions: need one per item ({count}), got shape {raw.shape}")
+        if raw.dtype.kind == "u" and int(raw.max()) >= 2**63:
+            raise ValueError("positions: event times must fit in int64")
+        pos_arr = raw.astype(np.int64, copy=False)
+        if int(pos_arr[0]) <= self._clock or bool(np.any(pos_arr[1:] < pos_arr[:-1])):
+            raise ValueError(
+                f"positions: must be nondecreasing and after the clock {self._clock} (late events are refused)"
+            )
+        last = int(pos_arr[-1])
+        if last > self.horizon:
+            raise ValueError(
+                f"positions: event time {last} is more than one substream ahead of the clock {self._clock} "
+                f"(horizon {self.horizon}); advance the clock with a punctuation (advance_to) first: the sketch "
+                "would otherwise create and hold every substream up to that event's"
+            )
+        return pos_arr
+
     def advance_to(self, clock: int) -> None:
         """EVENT_TIME: every event with time <= ``clock`` has arrived (a public punctuation)."""
         if self.params.windowing is not Windowing.EVENT_TIME:
             raise ValueError("clock: count-based windowing advances with the items only")
-        if isinstance(clock, bool) or not isinstance(clock, int | np.integer) or clock < self._clock:
-            raise ValueError(f"clock: must be an int >= the current clock {self._clock}, got {clock!r}")
+        if (
+            isinstance(clock, bool)
+            or not isinstance(clock, int | np.integer)
+            or not self._clock <= clock < 2**62
+        ):
+            raise ValueError(
+                f"clock: must be an int >= the current clock {self._clock} (and < 2**62), got {clock!r}"
+            )
         self._clock = int(clock)  # first: substreams a long gap skips entirely are never created
         if self._clock >= self.params.origin:
             self._ensure(self.substream_of(self._clock))
@@ -335,21 +378,43 @@ class DPSWSketch:
     def estimate(self, item: object) -> int:
         return int(self.estimate_batch([item])[0])
 
-    def heavy_threshold(self, gamma: float | Fraction) -> int:
-        """The least integer estimate >= (γ − ζ)·w (Alg. 3 line 8)."""
+    def heavy_threshold(self, gamma: float | Fraction, *, window_items: int | None = None) -> int:
+        """The least integer estimate >= (γ − ζ)·n (Alg. 3 line 8): n = w for COUNT windows (w items).
+        EVENT_TIME windows span w time units, not items, so n must be ``window_items``, a PUBLIC bound
+        on the items per window fixed in advance (never taken from the data, as PCC's window_items);
+        without it the query is refused (ValueError naming ``window_items``)."""
         if isinstance(gamma, bool) or not isinstance(gamma, int | float | Fraction) or not 0 < gamma < 1:
             raise ValueError(f"gamma: must be a number in (0, 1), got {gamma!r}")
         g = Fraction(repr(gamma)) if isinstance(gamma, float) else Fraction(gamma)
-        bar = (g - self.params.zeta) * self.params.window
+        if self.params.windowing is Windowing.COUNT:
+            if window_items is not None and window_items != self.params.window:
+                raise ValueError(
+                    f"window_items: a count-based window holds exactly w = {self.params.window} items"
+                )
+            scale = self.params.window
+        elif window_items is None:
+            raise ValueError(
+                "window_items: an event-time window spans w time units, not items, so the threshold "
+                "(gamma - zeta)*n needs a PUBLIC bound n on the items per window (window_items=), "
+                "declared in advance, never taken from the data"
+            )
+        else:
+            scale = check_int("window_items", window_items, allow_numpy=True, type_error=ValueError)
+        bar = (g - self.params.zeta) * scale
         return -((-bar.numerator) // bar.denominator)
 
     def heavy_hitters(
-        self, gamma: float | Fraction, domain: Domain | DeclaredDomain | None = None
+        self,
+        gamma: float | Fraction,
+        domain: Domain | DeclaredDomain | None = None,
+        *,
+        window_items: int | None = None,
     ) -> list[tuple[Item, int]]:
-        """Alg. 3 lines 6–9: every item of the declared domain whose estimate is >= (γ − ζ)·w, with
-        its estimate, in item order. Refused (ValueError naming ``domain``) without a domain:
-        candidates must never come from the raw data."""
-        bar = self.heavy_threshold(gamma)
+        """Alg. 3 lines 6–9: every item of the declared domain whose estimate is >= (γ − ζ)·n, with
+        its estimate, in item order (n: :meth:`heavy_threshold`; EVENT_TIME needs ``window_items``).
+        Refused (ValueError naming ``domain``) without a domain: candidates must never come from
+        the raw data."""
+        bar = self.heavy_threshold(gamma, window_items=window_items)
         universe = self.domain if domain is None else declared_domain(domain)
         if universe is None:
             raise ValueError(

@@ -17,8 +17,11 @@ Windowing (docs/sliding-window.md has the proofs):
   removing an item shifts every later position across the grid and is NOT covered.
 * ``EVENT_TIME`` — an extension: positions are integer event times, the window is the last w time
   units, and the grid cuts time, not the data. Adding or removing one event changes one substream's
-  PCMSs by a counters each (ρ/2-zCDP); changing one event's item and/or time is a removal plus an
-  addition (ρ-zCDP, per-substream sequential plus cross-substream parallel composition).
+  PCMSs by a counters each (ρ_all/2-zCDP, ρ_all = :attr:`DPSWParams.substream_rho` < ρ); changing
+  one event's item and/or time is a removal plus an addition (ρ_all within one substream; in two
+  substreams ρ_all/2 + ρ_all/2, the Rényi divergences of independent noise adding up): ≤ ρ.
+* Shards: :func:`shard_relation` (count windows: a replacement the partitioner routes to the same
+  shard, the project's count-epoch relation).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from privstream.accounting.budget import dp_to_zcdp, exact_value, zcdp_to_dp
-from privstream.privacy import Change, Scope, Unit
+from privstream.privacy import SAME_SHARD_REPLACEMENT, Change, Scope, Unit
 from privstream.sketches.hashing import MAX_WIDTH
 from privstream.validation import check_int
 from privstream.window.checkpoints import (
@@ -86,6 +89,12 @@ class DPSWParams:
         """⌈w/W⌉ + 1: substreams that can overlap a window (Lemma 4.2's count)."""
         return -(-self.window // self.substream) + 1
 
+    @property
+    def max_held_substreams(self) -> int:
+        """Substreams a sketch ever holds: :attr:`max_live_substreams`, plus one for EVENT_TIME
+        (an event may run one substream ahead of the clock, :attr:`DPSWSketch.horizon`)."""
+        return self.max_live_substreams + (self.windowing is Windowing.EVENT_TIME)
+
     def guarantee(self) -> WindowGuarantee:
         return window_guarantee(self)
 
@@ -136,6 +145,25 @@ def window_guarantee(p: DPSWParams) -> WindowGuarantee:
     )
 
 
+def shard_relation(p: DPSWParams) -> str:
+    """The relation for sketches of the shards of a data-independent partition (one sketch per
+    shard, estimates summed): docs/sliding-window.md, "Shards"."""
+    if p.windowing is Windowing.COUNT:
+        return (
+            f"replace one event at a fixed position of {SAME_SHARD_REPLACEMENT}; shard stream lengths "
+            "public; rho per shard and rho for all shards together (parallel composition); a replacement "
+            "routed to another shard removes an event from one shard and adds one to another, shifting "
+            "every later position in both, and is not covered; each shard's window is its own last w "
+            "items, not the last w items of the whole stream"
+        )
+    return (
+        "add/remove one event in one shard (rho_all/2, rho_all = rho*[1 - (1-q)^2 q^(|I|-1)] < rho), or "
+        "change one event's item and/or time, in one shard or moving it between two (rho_all/2 + "
+        "rho_all/2 = rho_all <= rho); shards share the window only when their clocks are advanced to "
+        "the same public punctuations"
+    )
+
+
 def _positive_real(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise ValueError(f"{name}: must be a finite number > 0, got {type(value).__name__}")
@@ -154,7 +182,7 @@ def rho_from(epsilon: float, delta: float | Fraction) -> Fraction:
     rho = dp_to_zcdp(eps, float(delta)).rho
     while zcdp_to_dp(rho, float(delta)).epsilon > eps:
         rho = math.nextafter(rho, 0.0)
-    return exact_value(rho)
+    return Fraction(rho)  # the float checked above, exactly (not its shortest repr, which may differ)
 
 
 def dpsw_params(

@@ -27,8 +27,7 @@ import numpy as np
 from privstream.accounting.budget import exact_value
 from privstream.noise.discrete import discrete_gaussian_array
 from privstream.noise.rng import RandomSource, resolve
-from privstream.sketches.hashing import MAX_WIDTH, bucket_indices, hash_int_array, hash_str_list, row_salts
-from privstream.sketches.order import normalize_item
+from privstream.sketches.hashing import MAX_WIDTH, bucket_indices, item_hashes, min_over_rows, row_salts
 from privstream.validation import check_int
 
 #: ``(variance σ², count) -> count i.i.d. int64 noise values``.
@@ -47,22 +46,6 @@ def pcms_variance(depth: int, rho: Fraction) -> Fraction:
     if rho <= 0:
         raise ValueError(f"rho: must be > 0, got {rho}")
     return Fraction(depth) / rho
-
-
-def item_hashes(items: object, seed: int) -> np.ndarray:
-    """Seeded 64-bit base hashes of ``items`` (an int array, or a sequence of ints / strs), in order:
-    the same hashes as :class:`~privstream.sketches.CountMinSketch` (SplitMix64 / xxh3)."""
-    if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
-        return hash_int_array(items.astype(np.int64, copy=False), seed)
-    keys = [normalize_item(x) for x in items]  # type: ignore[attr-defined]
-    if all(type(x) is int for x in keys):
-        return hash_int_array(np.array(keys, dtype=np.int64), seed)
-    out = np.empty(len(keys), dtype=np.uint64)
-    ints = [i for i, x in enumerate(keys) if type(x) is int]
-    strs = [i for i, x in enumerate(keys) if type(x) is str]
-    out[ints] = hash_int_array(np.array([keys[i] for i in ints], dtype=np.int64), seed)
-    out[strs] = hash_str_list([str(keys[i]) for i in strs], seed)
-    return out
 
 
 class HashFamily:
@@ -86,9 +69,8 @@ def noisy_table(depth: int, width: int, rho: Fraction, noise: NoiseSampler) -> n
     return np.asarray(values, dtype=np.int64).reshape(depth, width)
 
 
-def table_query(table: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-    """Alg. 1 lines 3–5 for a batch: ``min_r C[r, h_r(e)]`` per column of ``buckets``."""
-    return np.take_along_axis(table, buckets, axis=1).min(axis=0)
+#: Alg. 1 lines 3–5 for a batch: ``min_r C[r, h_r(e)]`` per column of ``buckets`` (Count-Min's query).
+table_query = min_over_rows
 
 
 class PCMS:

@@ -140,9 +140,43 @@ def decode_state(
         require(len(blob) - _SUB.size == 8 * k * depth * width, "DPSW state: substream size mismatch")
         tables = np.frombuffer(blob, dtype="<i8", offset=_SUB.size).reshape(k, depth, width).astype(np.int64)
         subs.append(Substream(index, tables, bool(complete)))
-    indices = [s.index for s in subs]
-    require(indices == sorted(set(indices)), "DPSW state: substreams out of order or repeated")
-    require(len(subs) <= params.max_live_substreams, "DPSW state: more live substreams than a window holds")
-    require(clock >= origin - 1 and 0 <= items and 0 <= insertions, "DPSW state: bad counters")
+    require(origin - 1 <= clock < 2**62, "DPSW state: clock before the origin")
+    _require_reachable(sketch, clock, next_index, items, insertions, subs)
     sketch._restore(next_index, clock, items, insertions, subs)
     return sketch
+
+
+def _require_reachable(
+    sketch: DPSWSketch, clock: int, next_index: int, items: int, insertions: int, subs: list[Substream]
+) -> None:
+    """Accept exactly the states maintenance can reach at ``clock``: the live substreams are every
+    index from the window's oldest substream to ``next_index − 1`` (COUNT: the clock's substream;
+    EVENT_TIME: at most one beyond it, :attr:`DPSWSketch.horizon`), each complete iff it ends by the
+    clock; the item and insertion counters agree (a state failing here would otherwise fail with a
+    KeyError at query time, or hold more substreams than maintenance ever keeps)."""
+    p = sketch.params
+    count = p.windowing is Windowing.COUNT
+    started = clock >= p.origin
+    current = sketch.substream_of(clock)  # −1 before the origin
+    oldest = sketch.substream_of(sketch.window_start(clock))
+    if count:
+        ok_next = next_index == (current + 1 if started else 0)
+    else:
+        ok_next = (current + 1 if started else 0) <= next_index <= current + 2
+    require(ok_next, f"DPSW state: next substream {next_index} unreachable at clock {clock}")
+    indices = [s.index for s in subs]
+    require(
+        indices == list(range(oldest, next_index)),
+        f"DPSW state: live substreams {indices[:3]}... are not those of clock {clock} "
+        f"({oldest}..{next_index - 1})",
+    )
+    length = p.substream
+    require(
+        all(s.complete == (sketch.substream_start(s.index) + length - 1 <= clock) for s in subs),
+        "DPSW state: a substream's completeness disagrees with the clock",
+    )
+    n = len(p.checkpoints)
+    require(
+        0 <= items <= insertions <= (2 * n - 1) * items and (not count or items == clock - p.origin + 1),
+        "DPSW state: bad counters",
+    )
