@@ -194,21 +194,31 @@ class GeneralizedRandomizedResponse(LocalRandomiser):
         return GrrAggregator(self)
 
 
-class GrrAggregator(FrequencyAggregator):
-    """Counts GRR outputs; :meth:`estimate` gives the unbiased frequency of every domain index."""
+class OutputCountAggregator(FrequencyAggregator):
+    """Base for aggregators that count each of ``size`` possible outputs (GRR, HR)."""
 
-    def __init__(self, randomiser: GeneralizedRandomizedResponse) -> None:
-        self.randomiser = randomiser
-        self.counts = np.zeros(randomiser.d, dtype=np.int64)
+    def __init__(self, size: int) -> None:
+        self.counts = np.zeros(size, dtype=np.int64)
         self._n = 0
 
     @property
     def n(self) -> int:
         return self._n
 
-    def add(self, report: LdpReport) -> None:
-        self.counts[self.randomiser.decode_index(report)] += 1
+    def add_output(self, output: int) -> None:
+        self.counts[output] += 1
         self._n += 1
+
+
+class GrrAggregator(OutputCountAggregator):
+    """Counts GRR outputs; :meth:`estimate` gives the unbiased frequency of every domain index."""
+
+    def __init__(self, randomiser: GeneralizedRandomizedResponse) -> None:
+        super().__init__(randomiser.d)
+        self.randomiser = randomiser
+
+    def add(self, report: LdpReport) -> None:
+        self.add_output(self.randomiser.decode_index(report))
 
     def estimate(self) -> np.ndarray:
         return self.randomiser.estimate_counts(self.counts, self._n)

@@ -16,8 +16,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from privstream.ldp.grr import OutputCountAggregator
 from privstream.ldp.int_domain import IntDomainOracle, check_value
-from privstream.ldp.randomiser import FrequencyAggregator, LdpReport
+from privstream.ldp.randomiser import LdpReport
 from privstream.noise.rng import RandomSource
 
 
@@ -64,21 +65,12 @@ class HadamardResponse(IntDomainOracle):
         return HrAggregator(self)
 
 
-class HrAggregator(FrequencyAggregator):
+class HrAggregator(OutputCountAggregator):
     """Column counts; :meth:`estimate` by one fast Walsh–Hadamard transform."""
 
     def __init__(self, randomiser: HadamardResponse) -> None:
+        super().__init__(randomiser.K)
         self.randomiser = randomiser
-        self.counts = np.zeros(randomiser.K, dtype=np.int64)
-        self._n = 0
-
-    @property
-    def n(self) -> int:
-        return self._n
-
-    def add_output(self, column: int) -> None:
-        self.counts[column] += 1
-        self._n += 1
 
     def add(self, report: LdpReport) -> None:
         if not self.randomiser.accepts(report):
