@@ -225,6 +225,11 @@ class WindowShardLogic:
         guarantee = sketch.guarantee()
         queries = list(settings.query_items)
         estimates = sketch.estimate_batch(queries).tolist()
+        if settings.queries is None:  # the queries are the whole domain in order: filter, not re-estimate
+            bar = sketch.heavy_threshold(settings.gamma)
+            heavy = [(q, e) for q, e in zip(queries, estimates, strict=True) if e >= bar]
+        else:
+            heavy = sketch.heavy_hitters(settings.gamma)
         return {
             "ledger_id": settings.charge.ledger_id,
             "ledger_sequence": settings.charge.sequence,
@@ -238,7 +243,7 @@ class WindowShardLogic:
             "estimates": [{"item": q, "estimate": int(e)} for q, e in zip(queries, estimates, strict=True)],
             "gamma": float(settings.gamma),
             "heavy_threshold": sketch.heavy_threshold(settings.gamma),
-            "heavy_hitters": [{"item": i, "estimate": e} for i, e in sketch.heavy_hitters(settings.gamma)],
+            "heavy_hitters": [{"item": i, "estimate": int(e)} for i, e in heavy],
             "epsilon": float(guarantee.epsilon or settings.epsilon),
             "delta": float(guarantee.delta or settings.delta),
             "rho": float(guarantee.rho),
