@@ -82,6 +82,11 @@ def one_per(records: list[dict], key: Callable[[dict], Any], fields: tuple[str, 
     return out
 
 
+def fields_but(records: list[dict[str, Any]], *ignore: str) -> tuple[str, ...]:
+    """Every field of ``records`` but ``ignore`` (e.g. a wall-clock time), for :func:`one_per`."""
+    return tuple(sorted({f for r in records for f in r} - set(ignore)))
+
+
 def read_distinct(
     bootstrap: str,
     topic: str,
@@ -110,8 +115,7 @@ def read_distinct(
     with committed_reader(bootstrap, topic) as reader, contextlib.suppress(TimeoutError):
         for record in reader.records(until=until, timeout_s=timeout_s):
             values.append(record.value)
-    fields = tuple(sorted({f for v in values for f in v} - set(ignore)))
-    return one_per(values, key, fields)
+    return one_per(values, key, fields_but(values, *ignore))
 
 
 def read_matching(

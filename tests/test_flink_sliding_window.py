@@ -19,23 +19,13 @@ from privstream.operators.faults import TestFaults
 from privstream.operators.window_logic import WindowSettings
 
 from privstream.window import DPSWSketch
-from tests.flink_fixtures import PhasedProducer, fresh_name, read_topic
+from tests.flink_fixtures import PhasedProducer, fields_but, fresh_name, one_per, read_topic
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
 
 KEY = bytes(range(100, 132))  #: the injected submission key (production: the launcher's CSPRNG secret)
 SHARDS, EVENTS, W, WINDOW, DOMAIN, GAMMA = 2, 8000, 250, 1000, 2001, 0.05
 QUERIES = (1, 2, 3, 10, 100)
-
-
-def _unique(records: list[dict], key: tuple[str, ...], volatile: str) -> dict[tuple, dict]:
-    """One record per ``key``; copies (an aborted attempt's) must equal the committed one but for
-    ``volatile`` (a wall-clock time)."""
-    out: dict[tuple, dict] = {}
-    for r in records:
-        content = {k: v for k, v in r.items() if k != volatile}
-        assert out.setdefault(tuple(r[k] for k in key), content) == content, r
-    return out
 
 
 def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_path) -> None:
@@ -76,8 +66,10 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
     finally:
         job.cancel().result()
     assert (tmp_path / "failed").exists()  # the failure did happen, in the second half of shard 0
-    by_substream = _unique(releases, ("shard", "substream"), "release_time")
-    snapshots = _unique(states, ("shard", "epoch"), "created_time")
+    by_substream = one_per(
+        releases, lambda r: (r["shard"], r["substream"]), fields_but(releases, "release_time")
+    )
+    snapshots = one_per(states, lambda r: (r["shard"], r["epoch"]), fields_but(states, "created_time"))
     assert (
         sorted(by_substream)
         == sorted(snapshots)
