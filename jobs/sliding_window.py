@@ -5,14 +5,17 @@
     events (Kafka; one partition per shard, filled by the data-independent partitioner)
         ──► shard operator (keyed by partition; keyed, checkpointed state = the shard's DPSW-Sketch
             binary state, Wang–Wang–Chen KDD 2024 Alg. 2)
-        ──► releases topic (WindowRelease: at every substream end of a shard, Alg. 3 estimates of the
-            public query set and the γ-heavy hitters of the declared domain, with the guarantee and
-            the ledger charge that covers it)
-        ──► <topic>-dlq (undecodable or misrouted messages; a misrouted one closes its shard)
+        ──► releases topic (WindowRelease: at every substream end of a shard — count windows — or
+            at every EpochWatermark punctuation that completes a substream — event-time windows —,
+            Alg. 3 estimates of the public query set and the γ-heavy hitters of the declared domain,
+            with the windowing, the window, the guarantee and the ledger charge that covers it)
+        ──► <topic>-dlq (undecodable or misrouted messages, a misrouted one closes its shard; event
+            time: late or beyond-horizon events)
 
 Privacy: each shard's sketch is ρ-zCDP at all times (Lemma 4.1), i.e. (ε, δ)-DP by Thm 3.2, for
-the count-based relation "replace one event at a fixed position of its shard" (docs/sliding-window.md);
-all releases of a run are post-processing of noise drawn once per substream, and shards are
+the count-based relation "replace one event at a fixed position of its shard", or with
+``--windowing event-time`` for "add/remove one event" (ρ_all/2; changing one event ≤ ρ;
+:func:`privstream.window.params.shard_relation`; docs/sliding-window.md); all releases of a run are post-processing of noise drawn once per substream, and shards are
 disjoint (parallel composition), so the launcher charges the privacy ledger **once per submission**
 (read to its end first, fail closed: :func:`~privstream.connectors.ledger_topic.read_ledger`) and
 every release names that entry. A restore from a checkpoint does not charge again (it is the same
@@ -35,7 +38,7 @@ from typing import Any
 from privstream.connectors.validation import parse_duration_ms
 from privstream.jobs.ldp_heavy_hitters import FLINK_OPTIONS, environment
 from privstream.operators.faults import TestFaults
-from privstream.operators.window_logic import LedgerCharge, WindowSettings
+from privstream.operators.window_logic import WINDOWINGS, LedgerCharge, WindowSettings
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +98,7 @@ def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
     entry = ledger.charge(
         Budget(s.epsilon, s.delta),
         mechanism=MECHANISM,
-        label=f"sliding-window on {config.topic}: every release of submission {read.nonce}",
+        label=f"sliding-window ({s.windowing}) on {config.topic}: every release of submission {read.nonce}",
     )
     producer = kafka_producer(config.bootstrap, acks="all")
     try:
@@ -189,14 +192,42 @@ def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
         raise ValueError(f"{option}: a comma-separated list of integers, got {text!r}") from None
 
 
+def _length(option: str, text: str, windowing: str) -> int:
+    """``--window``/``--substream``: items (count) or event-time ms (event-time: also ``10s``, ``5m``)."""
+    if windowing == "event-time" and not text.strip().lstrip("-").isdigit():
+        return parse_duration_ms(text, option)
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{option}: an integer number of items (count windows), got {text!r}") from None
+
+
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", default="127.0.0.1:9092")
     p.add_argument("--topic", default="events", help="events topic: one partition per shard")
     p.add_argument(
         "--shard-key", choices=("item", "user"), default="item", help="what the partitioner hashed"
     )
-    p.add_argument("--window", type=int, required=True, help="w: the window, in items of a shard")
-    p.add_argument("--substream", type=int, required=True, help="W: substream length (a release at each end)")
+    p.add_argument(
+        "--windowing",
+        choices=WINDOWINGS,
+        default="count",
+        help="count: the last w items of a shard (the paper); event-time: the last w ms, released on "
+        "EpochWatermark punctuations (produce with --punctuate-every W)",
+    )
+    p.add_argument("--window", required=True, help="w: items of a shard (count) or event time (10s, or ms)")
+    p.add_argument(
+        "--substream", required=True, help="W: substream length, items or event time (as --window)"
+    )
+    p.add_argument(
+        "--origin", type=int, default=None, help="event-time: public start of the grid (ms, default 0)"
+    )
+    p.add_argument(
+        "--window-items",
+        type=int,
+        default=None,
+        help="event-time: PUBLIC bound on a shard's items per window (heavy-hitter threshold; required)",
+    )
     p.add_argument("--checkpoints", default=None, help="I: comma list from W down to 1 (else --alpha)")
     p.add_argument("--alpha", type=float, default=None, help="smooth-histogram factor (default 0.5)")
     p.add_argument(
@@ -225,9 +256,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, shards: int) -> SlidingWindowConfig:
+    windowing = args.windowing
     settings = WindowSettings(
-        window=args.window,
-        substream=args.substream,
+        window=_length("--window", args.window, windowing),
+        substream=_length("--substream", args.substream, windowing),
         depth=args.depth,
         width=args.width,
         epsilon=args.epsilon,
@@ -241,6 +273,9 @@ def config_from_args(args: argparse.Namespace, shards: int) -> SlidingWindowConf
         hash_seed=args.hash_seed,
         queries=_ints("--queries", args.queries),
         shard_key=args.shard_key,
+        windowing=windowing,
+        origin=args.origin,
+        window_items=args.window_items,
     )
     return SlidingWindowConfig(
         settings,

@@ -1,16 +1,33 @@
 """The Flink-free logic of the ``sliding-window`` job: one DPSW-Sketch per shard over Kafka messages.
 
 DPSW-Sketch (Wang–Wang–Chen, KDD 2024; docs/sliding-window.md) with **count-based** windows (the
-paper's: the last w items of a shard). A shard is one Kafka partition of the events topic, filled by
-the data-independent partitioner (:mod:`privstream.partitioning`: a hash of the item or the user),
-which this logic re-checks on every message (:func:`privstream.operators.routing.routing_error`).
+paper's: the last w items of a shard; the default) or **event-time** windows (the core's extension,
+:attr:`~privstream.window.Windowing.EVENT_TIME`: the last w ms of event time). A shard is one Kafka
+partition of the events topic, filled by the data-independent partitioner
+(:mod:`privstream.partitioning`: a hash of the item or the user), which this logic re-checks on every
+message (:func:`privstream.operators.routing.routing_error`).
 
 :class:`WindowShardLogic` takes the raw bytes of one shard's messages and returns what the operator
-emits: dead letters (undecodable or misrouted messages) and, whenever the shard's item count
-reaches the end of a substream (a multiple of W), one ``WindowRelease``: the estimates (Alg. 3,
-corrected) of the public query set and the γ-heavy hitters of the declared domain (Alg. 3 lines
-6–9), with the guarantee (Lemma 4.1, Thm 3.2) and the ledger charge that covers it. Shards release
-**independently**; summing their estimates is post-processing of parallel mechanisms.
+emits: dead letters and ``WindowRelease`` records — the estimates (Alg. 3, corrected) of the public
+query set and the γ-heavy hitters of the declared domain (Alg. 3 lines 6–9), with the guarantee
+(Lemma 4.1, Thm 3.2) and the ledger charge that covers it. When a release happens:
+
+* count windows: whenever the shard's item count reaches the end of a substream (a multiple of W);
+* event-time windows: on the producers' ``EpochWatermark`` punctuations, the protocol of the
+  time-epoch jobs (:mod:`privstream.operators.epochs`, written by
+  :meth:`privstream.connectors.produce.EventProducer.punctuate` to every partition, on the public
+  schedule of :mod:`privstream.connectors.punctuation`). ``watermark_ms = M`` says no event with
+  time < M follows, so the sketch's clock moves to T = M − 1 (:meth:`DPSWSketch.advance_to`); a
+  punctuation whose T completes at least one substream of the public grid (origin + k·W) releases
+  **once**, answering the window [max(T − w + 1, origin), T] (with punctuations on the grid, i.e.
+  ``--punctuate-every`` W, T is a substream end and the window is read exactly). Each event's time is
+  its position; events at or before the clock (late) or beyond :attr:`DPSWSketch.horizon` (more
+  than one substream ahead) are refused by the core, so they are not counted and their message is
+  dead-lettered with the reason. Which releases happen, and whether an event counts, depend only
+  on the public punctuations and that event's own time, never on other events: the add/remove-one-
+  event relation (:func:`privstream.window.params.shard_relation`) holds.
+
+Shards release **independently**; summing their estimates is post-processing of parallel mechanisms.
 
 Its whole state is the core sketch's versioned binary state (:meth:`DPSWSketch.to_bytes`,
 :mod:`privstream.window.state`) plus a refusal reason once a misrouted message was seen (fail closed,
@@ -32,12 +49,13 @@ from typing import Any, Literal
 import numpy as np
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.dead_letter import dead_letter_record
-from privstream.operators.payloads import EventPayload, PayloadError, decode_payload
+from privstream.operators.payloads import EventPayload, PayloadError, WatermarkPayload, decode_payload
 from privstream.operators.routing import SHARD_KEYS, routing_error
 
 from privstream.noise.rng import new_noise_key
 from privstream.validation import check_int
-from privstream.window import DPSWParams, DPSWSketch, dpsw_params
+from privstream.window import DPSWParams, DPSWSketch, Windowing, dpsw_params
+from privstream.window.params import shard_relation
 
 Output = tuple[Literal["release", "state", "dead-letter"], bytes]
 
@@ -47,6 +65,14 @@ COMPOSITION = (
     "data-independent partition, so the releases of all shards (and sums of their estimates) are "
     "post-processing of parallel mechanisms and keep the stated (epsilon, delta) (parallel composition)"
 )
+EVENT_TIME_COMPOSITION = (
+    "each shard releases independently over its own events of the window [T - w + 1, T] at each "
+    "punctuation T that completes a substream; shards are disjoint sub-streams of a data-independent "
+    "partition, so the releases of all shards (and sums of their estimates) are post-processing of "
+    "parallel mechanisms and keep the stated (epsilon, delta) (parallel composition); the shards' "
+    "estimates answer the same window when the producers punctuate every partition with the same T"
+)
+WINDOWINGS = tuple(w.value for w in Windowing)  #: ("count", "event-time")
 
 
 @dataclass(frozen=True)
@@ -77,10 +103,16 @@ class WindowSettings:
     hash_seed: int = 0
     queries: tuple[int, ...] | None = None  #: the public query set (default: the whole domain)
     shard_key: str = "item"
+    windowing: str = "count"  #: "count" (the paper's last w items) or "event-time" (the last w ms)
+    origin: int | None = None  #: event-time: the public start of the substream grid (ms; default 0)
+    #: event-time: a PUBLIC bound n on a shard's items per window, declared in advance (the
+    #: heavy-hitter threshold (γ − ζ)·n; never measured from the data)
+    window_items: int | None = None
     charge: LedgerCharge = field(default_factory=LedgerCharge)
     submission_key: bytes = field(default_factory=new_noise_key, repr=False)  #: secret, per submission
 
     def __post_init__(self) -> None:
+        self._check_windowing()
         if self.checkpoints is None and self.alpha is None:
             object.__setattr__(self, "alpha", 0.5)
         if self.checkpoints is not None and self.budget_ratio is None:
@@ -103,6 +135,31 @@ class WindowSettings:
         if not isinstance(self.submission_key, bytes) or len(self.submission_key) < 32:
             raise ValueError("submission_key: must be at least 32 secret random bytes")
 
+    def _check_windowing(self) -> None:
+        """Fail fast, naming the option: the windowing, and what only event time takes or needs."""
+        if self.windowing not in WINDOWINGS:
+            raise ValueError(f"windowing (--windowing): must be one of {WINDOWINGS}, got {self.windowing!r}")
+        if not self.event_time:
+            for name, value in (("origin", self.origin), ("window_items", self.window_items)):
+                if value is not None:
+                    option = "--" + name.replace("_", "-")
+                    raise ValueError(
+                        f"{name} ({option}): only for --windowing event-time (count-based positions are "
+                        "item indices from 1 and a count window holds exactly w items)"
+                    )
+            return
+        if self.window_items is None:
+            raise ValueError(
+                "window_items (--window-items): event-time heavy hitters need a PUBLIC bound on a shard's "
+                "items per window, declared in advance (the threshold is (gamma - zeta) * n; an event-time "
+                "window spans w ms, not w items), never measured from the data"
+            )
+        check_int("window_items (--window-items)", self.window_items, type_error=ValueError)
+
+    @property
+    def event_time(self) -> bool:
+        return self.windowing == Windowing.EVENT_TIME.value
+
     @property
     def params(self) -> DPSWParams:
         return dpsw_params(
@@ -116,14 +173,32 @@ class WindowSettings:
             depth=self.depth,
             width=self.width,
             seed=self.hash_seed,
+            windowing=Windowing(self.windowing),
+            origin=self.origin,
         )
 
     @property
     def query_items(self) -> Sequence[int]:
         return range(self.domain_size) if self.queries is None else self.queries
 
+    @property
+    def composition(self) -> str:
+        """How the shards' releases combine (parallel composition)."""
+        return EVENT_TIME_COMPOSITION if self.event_time else COMPOSITION
+
     def neighbour_relation(self) -> str:
-        """The relation every release holds for (docs/sliding-window.md, "Flink job")."""
+        """The relation every release holds for (docs/sliding-window.md, "Flink job"). Event time:
+        the core's add/remove-one-event relation (DPSW Lemma 4.1 per substream: one event changes
+        one substream's PCMSs by a counters each) and, across shards,
+        :func:`~privstream.window.params.shard_relation`."""
+        if self.event_time:
+            params = self.params
+            return (
+                f"{params.guarantee().neighbour_relation}; per shard (a hash of the {self.shard_key}, mod "
+                f"{self.shards}): {shard_relation(params)}; an event's inclusion depends only on its own "
+                "time and the public EpochWatermark punctuations (late or beyond-horizon events are "
+                "dead-lettered, never counted)"
+            )
         return (
             f"{self.params.guarantee().neighbour_relation}; here per shard: the event is replaced by one "
             f"the partitioner (a hash of the {self.shard_key}, mod {self.shards}) puts in the same shard, "
@@ -161,6 +236,12 @@ class WindowShardLogic:
             self.sketch = settings.new_sketch(shard)
         else:
             self.sketch = DPSWSketch.from_bytes(state, domain=range(settings.domain_size))
+            if self.sketch.params != settings.params:  # e.g. a count savepoint under --windowing event-time
+                raise ValueError(
+                    f"shard {shard}: the restored sketch was built with other parameters "
+                    f"(windowing {self.sketch.params.windowing.value}, w {self.sketch.params.window}, W "
+                    f"{self.sketch.params.substream}); restore with the same options, or start afresh"
+                )
 
     def to_bytes(self) -> bytes:
         """The sketch's binary state (byte-identical to the core sketch fed the same items)."""
@@ -181,12 +262,77 @@ class WindowShardLogic:
         except PayloadError as exc:
             return [self._dead_letter(value, str(exc), offset, topic)]
         if not isinstance(payload, EventPayload):
-            return []  # EndMarker / EpochWatermark: count-based windows advance with items only
+            if isinstance(payload, WatermarkPayload) and self.settings.event_time:
+                return self.punctuate(payload.watermark_ms, value, offset, topic)
+            return []  # EndMarker (a release needs no flush); EpochWatermark: count windows ignore it
         error = routing_error(payload, self.shard, self.settings.shards, self.settings.shard_key)
         if error is not None:
             self.refused = error
             return [self._dead_letter(value, f"{error}; this shard releases nothing more", offset, topic)]
+        if self.settings.event_time:
+            return self.add_events(payload, value, offset, topic)
         return self.add(payload.items)
+
+    @property
+    def completed(self) -> int:
+        """The last substream complete at the clock (-1: none yet); at a substream end, the clock's."""
+        sketch = self.sketch
+        return sketch.substream_of(sketch.clock + 1) - 1
+
+    def _released(self) -> list[Output]:
+        out: list[Output] = [("release", self.release())]
+        if self.expose_states:  # TESTS ONLY: the raw state is not private
+            out.append(("state", self.snapshot()))
+        return out
+
+    def punctuate(self, watermark_ms: int, value: bytes, offset: int, topic: str) -> list[Output]:
+        """Event time: an ``EpochWatermark`` M (no more events with time < M) moves the clock to
+        T = M − 1 (:meth:`DPSWSketch.advance_to`; it never moves back, as
+        :meth:`~privstream.operators.epochs.ShardProgress.punctuate`); one release if T completes at
+        least one substream of the grid, none otherwise."""
+        clock = watermark_ms - 1
+        if clock <= self.sketch.clock:
+            return []  # an old punctuation (another producer's, or a replay): nothing new
+        before = self.completed
+        try:
+            self.sketch.advance_to(clock)
+        except ValueError as exc:  # e.g. beyond the clock's range (2**62): never crash the shard
+            return [self._dead_letter(value, f"punctuation refused by the sketch: {exc}", offset, topic)]
+        return self._released() if self.completed > before else []
+
+    def add_events(self, payload: EventPayload, value: bytes, offset: int, topic: str) -> list[Output]:
+        """Event time: each event at its own time (DPSW Alg. 2 maintenance with positions). Events
+        the core refuses — late (time <= the clock) or beyond the horizon (more than one substream
+        ahead of it) — are not counted; the message goes to the dead-letter topic with the reason
+        (one dead letter per reason). Events of one message need not be sorted (counters are sums)."""
+        sketch = self.sketch
+        times = payload.times
+        clock, horizon = sketch.clock, sketch.horizon
+        late, ahead = times <= clock, times > horizon
+        out: list[Output] = []
+        n = len(times)
+        if bool(late.any()):
+            reason = (
+                f"{int(late.sum())} of {n} event(s) late: event time <= the clock {clock} (an EpochWatermark "
+                "punctuation said every event up to it had arrived, or the time is before the public "
+                f"--origin {sketch.params.origin}); those are not counted"
+            )
+            out.append(self._dead_letter(value, reason, offset, topic))
+        if bool(ahead.any()):
+            reason = (
+                f"{int(ahead.sum())} of {n} event(s) beyond the horizon {horizon}: more than one substream "
+                f"(W = {self.settings.substream} ms) ahead of the clock {clock}; punctuate first; those are "
+                "not counted"
+            )
+            out.append(self._dead_letter(value, reason, offset, topic))
+        keep = ~(late | ahead)
+        if bool(keep.any()):
+            kept = payload if bool(keep.all()) else payload.select(keep)
+            order = np.argsort(kept.times, kind="stable")
+            items = kept.items
+            ordered = items[order] if isinstance(items, np.ndarray) else [items[i] for i in order.tolist()]
+            sketch.update_batch(ordered, kept.times[order])
+        return out
 
     def add(self, items: Sequence[object] | np.ndarray) -> list[Output]:
         """Feed items in order (DPSW Alg. 2 maintenance, batched at substream ends); a release at
@@ -200,19 +346,17 @@ class WindowShardLogic:
             self.sketch.update_batch(chunk)
             done += len(chunk)
             if self.sketch.items % length == 0:
-                out.append(("release", self.release()))
-                if self.expose_states:  # TESTS ONLY: the raw state is not private
-                    out.append(("state", self.snapshot()))
+                out += self._released()
         return out
 
     def snapshot(self) -> bytes:
-        """TESTS ONLY: the state as a ``SketchSnapshot`` (epoch = the substream just completed)."""
+        """TESTS ONLY: the state as a ``SketchSnapshot`` (epoch = the last substream completed)."""
         sketch = self.sketch
         record = {
             "sketch_type": "DPSWSketch",
             "build": "DPSW",
             "shard": self.shard,
-            "epoch": sketch.substream_of(sketch.clock),
+            "epoch": self.completed,
             "n": sketch.items,
             "data": self.to_bytes(),
             "created_time": int(time.time() * 1000),
@@ -225,31 +369,35 @@ class WindowShardLogic:
         guarantee = sketch.guarantee()
         queries = list(settings.query_items)
         estimates = sketch.estimate_batch(queries).tolist()
+        n = settings.window_items  # event time: the public bound on items per window; count: None (w)
+        bar = sketch.heavy_threshold(settings.gamma, window_items=n)
         if settings.queries is None:  # the queries are the whole domain in order: filter, not re-estimate
-            bar = sketch.heavy_threshold(settings.gamma)
             heavy = [(q, e) for q, e in zip(queries, estimates, strict=True) if e >= bar]
         else:
-            heavy = sketch.heavy_hitters(settings.gamma)
+            heavy = sketch.heavy_hitters(settings.gamma, window_items=n)
         return {
             "ledger_id": settings.charge.ledger_id,
             "ledger_sequence": settings.charge.sequence,
             "ledger_entry_hash": settings.charge.entry_hash,
             "shard": self.shard,
             "shards": settings.shards,
-            "substream": sketch.substream_of(sketch.clock),
+            "substream": self.completed,
             "position": sketch.clock,
             "window": settings.window,
             "window_start": sketch.window_start(),
+            "windowing": settings.windowing,
+            "window_end": sketch.clock,
+            "window_items": n,
             "estimates": [{"item": q, "estimate": int(e)} for q, e in zip(queries, estimates, strict=True)],
             "gamma": float(settings.gamma),
-            "heavy_threshold": sketch.heavy_threshold(settings.gamma),
+            "heavy_threshold": bar,
             "heavy_hitters": [{"item": i, "estimate": int(e)} for i, e in heavy],
             "epsilon": float(guarantee.epsilon or settings.epsilon),
             "delta": float(guarantee.delta or settings.delta),
             "rho": float(guarantee.rho),
             "neighbour_relation": settings.neighbour_relation(),
             "privacy_unit": PRIVACY_UNIT,
-            "composition": COMPOSITION,
+            "composition": settings.composition,
             "theorem": guarantee.theorem,
             "release_time": int(time.time() * 1000),
         }

@@ -3,7 +3,8 @@
 :class:`WindowShardFunction` is keyed by the Kafka partition (one key = one shard = one DPSW-Sketch,
 Wang–Wang–Chen KDD 2024, Alg. 2). Its keyed ``ValueState`` is the shard sketch's versioned binary
 state (:meth:`~privstream.window.DPSWSketch.to_bytes`), updated after every message that changed it
-and checkpointed with the Kafka source offsets, so a restore replays exactly the messages after the
+(items counted, or, in event time, the clock moved by an ``EpochWatermark`` punctuation) and
+checkpointed with the Kafka source offsets, so a restore replays exactly the messages after the
 checkpoint into exactly that sketch (whose keyed noise redraws the same values). A second
 ``ValueState`` holds the refusal reason once a misrouted message was seen (fail closed). Main
 output: ``WindowRelease`` bytes; side outputs: dead letters (:data:`DEAD_LETTERS`) and, for tests
@@ -63,13 +64,13 @@ class WindowShardFunction(KeyedProcessFunction):
         shard = int(value[1])
         logic = self._shard(shard)
         payload = b"" if value[0] is None else bytes(value[0])
-        seen, refused = logic.sketch.items, logic.refused
+        seen, refused = (logic.sketch.items, logic.sketch.clock), logic.refused
         try:
             outputs = logic.process(payload, int(value[2]), self.topic)
         except BaseException:
             self._logic.pop(shard, None)  # never keep a sketch left half-changed by an error
             raise
-        if logic.sketch.items != seen:
+        if (logic.sketch.items, logic.sketch.clock) != seen:  # event time: a punctuation moves the clock
             self.sketch.update(logic.to_bytes())
         if logic.refused != refused:
             self.refused.update(logic.refused)

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode, encode
 from privstream.jobs.sliding_window import SlidingWindowConfig, config_from_args, configure
-from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
+from privstream.operators.window_logic import COMPOSITION, LedgerCharge, WindowSettings, WindowShardLogic
 
 from privstream.partitioning import partition_for
 from privstream.window import DPSWSketch
+from privstream.window.params import shard_relation
 
 KEY = bytes(range(32))
 SHARDS, W, WINDOW, DOMAIN, GAMMA = 2, 50, 200, 60, 0.1
@@ -139,6 +140,12 @@ def test_malformed_misrouted_and_punctuation_messages() -> None:
         ({"queries": (1, DOMAIN)}, "queries"),
         ({"shard_key": "position"}, "shard_key"),
         ({"submission_key": b"short"}, "submission_key"),
+        ({"windowing": "sliding"}, "--windowing"),
+        ({"windowing": "event-time"}, "--window-items"),  # event-time heavy hitters need the bound
+        ({"windowing": "event-time", "window_items": 0}, "--window-items"),
+        ({"windowing": "event-time", "window_items": 9, "origin": 2**63}, "origin"),
+        ({"window_items": 50}, "--window-items"),  # event time only
+        ({"origin": 0}, "--origin"),
     ],
 )
 def test_bad_parameters_are_named(override: dict[str, object], name: str) -> None:
@@ -161,3 +168,300 @@ def test_cli_options_are_parsed_and_named() -> None:
         config_from_args(args, shards=2)
     with pytest.raises(ValueError, match="--ledger-id"):
         SlidingWindowConfig(_settings(), "127.0.0.1:1", ledger_id="")
+
+
+# ---------------------------------------------------------------------------- event-time windows
+
+TW, TWINDOW, TITEMS = 100, 400, 120  #: event-time W and w (ms), the public bound on items per window
+
+
+def _event_settings(**overrides: object) -> WindowSettings:
+    base: dict[str, object] = dict(
+        window=TWINDOW,
+        substream=TW,
+        checkpoints=(TW, 8, 1),
+        windowing="event-time",
+        window_items=TITEMS,
+        queries=None,
+    )
+    base.update(overrides)
+    return _settings(**base)
+
+
+def _timed(items: np.ndarray, times: np.ndarray) -> bytes:
+    events = [
+        {"item": int(i), "user_id": None, "event_time": int(t)} for i, t in zip(items, times, strict=True)
+    ]
+    return encode("EventBatch", {"events": events})
+
+
+def _tick(watermark_ms: int) -> bytes:
+    """The producers' punctuation (EventProducer.punctuate): no more events with time < watermark_ms."""
+    return encode("EpochWatermark", {"producer_id": "p", "watermark_ms": watermark_ms})
+
+
+def _timed_stream(
+    shard: int, n: int = 1200, end_ms: int = 1000, seed: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shard ``shard``'s events of a Zipf stream with sorted event times in [0, end_ms)."""
+    rng = np.random.default_rng(seed)
+    items = _stream(n, seed)
+    times = np.sort(rng.integers(0, end_ms, n)).astype(np.int64)
+    mine = partition_for(items, SHARDS) == shard
+    return items[mine], times[mine]
+
+
+def _punctuated(
+    items: np.ndarray, times: np.ndarray, every: int, end_ms: int
+) -> list[tuple[bytes, int | None]]:
+    """Messages as the punctuation schedule writes them: each tick (a multiple of ``every``) just
+    before the first event at or after it; ``(bytes, watermark or None)``."""
+    out: list[tuple[bytes, int | None]] = []
+    begin = 0
+    for tick in range(every, end_ms + 1, every):
+        cut = int(np.searchsorted(times, tick, side="left"))
+        for lo in range(begin, cut, 37):  # batches cut unrelated to W
+            hi = min(cut, lo + 37)
+            out.append((_timed(items[lo:hi], times[lo:hi]), None))
+        out.append((_tick(tick), tick))
+        begin = cut
+    return out
+
+
+def test_event_time_releases_once_per_punctuation_that_completes_a_substream() -> None:
+    """Ticks every W/2: only those completing a substream release (T = tick − 1 a substream end),
+    each equal to the core sketch fed the same events at their times and advanced to T; a tick
+    jumping over three boundaries releases once, at its T."""
+    settings = _event_settings()
+    for shard in range(SHARDS):
+        items, times = _timed_stream(shard)
+        logic = WindowShardLogic(settings, shard, expose_states=True)
+        ref = _reference(settings, shard)
+        releases, expected_t = [], []
+        messages = _punctuated(items, times, TW // 2, 1000) + [(_tick(1400), 1400)]  # 1000 -> 1399: 4 ends
+        for offset, (message, tick) in enumerate(messages):
+            out = logic.process(message, offset, "events")
+            if tick is None:
+                assert out == []
+                ref.update_batch(
+                    *(lambda r: ([e["item"] for e in r], [e["event_time"] for e in r]))(
+                        decode(message)[1]["events"]
+                    )
+                )
+                continue
+            ref.advance_to(tick - 1)
+            if tick % TW:
+                assert out == []  # T = tick - 1 completes no substream: no release
+                continue
+            [(kind, data), (skind, sdata)] = out
+            assert (kind, skind) == ("release", "state")
+            assert decode(sdata)[1]["data"] == ref.to_bytes()  # byte-identical state at every release
+            releases.append(decode(data)[1])
+            expected_t.append(tick - 1)
+        assert [r["position"] for r in releases] == expected_t == [*range(TW - 1, 1000, TW), 1399]
+        for release in releases:
+            t = release["position"]
+            assert (release["windowing"], release["window_end"], release["window"]) == (
+                "event-time",
+                t,
+                TWINDOW,
+            )
+            assert release["window_start"] == max(0, t - TWINDOW + 1)
+            assert release["substream"] == t // TW and release["window_items"] == TITEMS
+        assert [e["estimate"] for e in releases[-1]["estimates"]] == ref.estimate_batch(
+            range(DOMAIN)
+        ).tolist()
+        assert [(h["item"], h["estimate"]) for h in releases[-1]["heavy_hitters"]] == ref.heavy_hitters(
+            GAMMA, range(DOMAIN), window_items=TITEMS
+        )
+        assert releases[-1]["heavy_threshold"] == ref.heavy_threshold(GAMMA, window_items=TITEMS)
+        assert logic.to_bytes() == ref.to_bytes() and logic.sketch.items == len(items)
+
+
+def test_event_time_release_states_the_add_remove_relation_and_its_charge() -> None:
+    settings = _event_settings()
+    logic = WindowShardLogic(settings, 0)
+    [(_, data)] = logic.process(_tick(TW), 0, "events")
+    release = decode(data)[1]
+    g = settings.params.guarantee()
+    assert "add/remove one event" in release["neighbour_relation"]
+    assert shard_relation(settings.params) in release["neighbour_relation"]
+    assert "replace one event" not in release["neighbour_relation"]
+    assert "parallel composition" in release["composition"] and "punctuation" in release["composition"]
+    assert (release["rho"], release["epsilon"], release["theorem"]) == (float(g.rho), g.epsilon, g.theorem)
+    assert (release["ledger_id"], release["ledger_sequence"], release["ledger_entry_hash"]) == (
+        "sliding-window/t",
+        3,
+        "abc",
+    )
+
+
+def test_late_and_beyond_horizon_events_go_to_the_dead_letter_topic_with_the_reason() -> None:
+    settings = _event_settings()
+    logic, ref = WindowShardLogic(settings, 0), _reference(settings, 0)
+    items = np.array([i for i in range(DOMAIN) if partition_for(np.array([i]), SHARDS)[0] == 0][:4])
+    assert len(logic.process(_tick(200), 0, "events")) == 1  # clock 199; horizon: end of substream 2
+    ref.advance_to(199)
+    assert logic.sketch.horizon == 299
+    # a late event (150 <= 199), two counted ones (out of order in the message), one beyond 299
+    out = logic.process(_timed(items, np.array([250, 150, 300, 210])), 1, "events")
+    reasons = [decode(b)[1]["error"] for kind, b in out if kind == "dead-letter"]
+    assert len(out) == len(reasons) == 2
+    assert "1 of 4 event(s) late" in reasons[0] and "clock 199" in reasons[0]
+    assert "1 of 4 event(s) beyond the horizon 299" in reasons[1] and "not counted" in reasons[1]
+    assert all(decode(b)[1]["offset"] == 1 for _, b in out)
+    ref.update_batch([items[3], items[0]], [210, 250])
+    assert logic.to_bytes() == ref.to_bytes() and logic.sketch.items == 2  # only the accepted events
+    assert logic.process(_tick(150), 2, "events") == []  # an older punctuation never moves the clock back
+    [(kind, letter)] = logic.process(_tick(2**62 + 5), 3, "events")  # never crashes the shard
+    assert kind == "dead-letter" and "punctuation refused" in decode(letter)[1]["error"]
+    assert logic.to_bytes() == ref.to_bytes()
+    end = encode("EndMarker", {"producer_id": "p", "events_sent": 4})
+    assert logic.process(end, 4, "events") == []  # nothing to flush: releases come with punctuations
+
+
+def test_event_time_state_resumes_byte_identically_also_after_a_bare_punctuation() -> None:
+    settings = _event_settings()
+    items, times = _timed_stream(1)
+    messages = [m for m, _ in _punctuated(items, times, TW, 1000)]
+    whole = WindowShardLogic(settings, 1)
+    expected = [whole.process(m, k, "events") for k, m in enumerate(messages)]
+    cut = next(k for k, m in enumerate(messages) if decode(m)[0] == "EpochWatermark" and k > 5) + 1
+    first = WindowShardLogic(settings, 1)
+    got = [first.process(m, k, "events") for k, m in enumerate(messages[:cut])]
+    resumed = WindowShardLogic(settings, 1, first.to_bytes())  # the state right after a punctuation
+    got += [resumed.process(m, k + cut, "events") for k, m in enumerate(messages[cut:])]
+
+    def fields(outputs: list) -> list:
+        return [
+            [(k, {f: v for f, v in decode(b)[1].items() if f != "release_time"}) for k, b in o]
+            for o in outputs
+        ]
+
+    assert fields(got) == fields(expected) and resumed.to_bytes() == whole.to_bytes()
+
+
+def _tables(logic: WindowShardLogic) -> dict[int, np.ndarray]:
+    return {s.index: s.tables.copy() for s in logic.sketch.substreams()}
+
+
+def test_removing_one_early_event_changes_only_its_substream_unlike_count_windows() -> None:
+    """The adversarial neighbouring pair of the event-time relation (DPSW Lemma 4.1 per substream):
+    D and D' = D without its first event (time in substream 0). Under the same keyed noise, at every
+    punctuation every other substream's tables (noise + counters, so the counters before noise) are
+    byte-identical and substream 0's differ by exactly one count in each row of each PCMS whose
+    range holds the event; releases whose window no longer reads substream 0 are identical. In
+    count windows the same removal shifts every later item, and later substreams differ too."""
+    settings = _event_settings()
+    items, times = _timed_stream(0, n=1500, end_ms=800, seed=8)
+    assert times[0] < TW
+    pairs = []
+    for drop in (False, True):
+        keep = np.arange(len(items)) != 0 if drop else np.ones(len(items), bool)
+        logic = WindowShardLogic(settings, 0)
+        snapshots, releases = [], []
+        for offset, (message, tick) in enumerate(_punctuated(items[keep], times[keep], TW, 800)):
+            out = logic.process(message, offset, "events")
+            if tick is not None:
+                snapshots.append(_tables(logic))
+                releases += [decode(b)[1] for k, b in out if k == "release"]
+        pairs.append((snapshots, releases))
+    (tables, rel), (tables_d, rel_d) = pairs
+    assert len(tables) == len(tables_d) == 8 and len(rel) == len(rel_d) == 8
+    n = len(settings.params.checkpoints)
+    for before, after in zip(tables, tables_d, strict=True):
+        assert sorted(before) == sorted(after)
+        for index in before:
+            if index != 0:
+                assert before[index].tobytes() == after[index].tobytes(), index
+            else:  # complete: [whole, suffix_2 .. suffix_|I|]; the event (offset < W - 8) is in the whole only
+                diff = before[0] - after[0]
+                assert diff.shape[0] == n and int(diff[0].sum()) == settings.depth and not diff[1:].any()
+                assert set(np.unique(diff[0]).tolist()) == {0, 1}
+    for a, b in zip(rel, rel_d, strict=True):
+        if a["window_start"] >= TW:  # the window no longer reads substream 0
+            assert {k: v for k, v in a.items() if k != "release_time"} == {
+                k: v for k, v in b.items() if k != "release_time"
+            }
+    count = _settings(window=200, substream=50)
+    full, less = WindowShardLogic(count, 0), WindowShardLogic(count, 0)
+    full.add(items[:400])
+    less.add(items[1:401])  # the same stream without its first item, one more item to keep lengths
+    a, b = _tables(full), _tables(less)
+    assert sorted(a) == sorted(b) and any(a[k].tobytes() != b[k].tobytes() for k in a if k != 0)
+
+
+def test_count_windows_keep_their_release_and_ignore_punctuations() -> None:
+    settings = _settings()
+    items = _stream()
+    mine = items[partition_for(items, SHARDS) == 0][: 2 * W]
+    logic = WindowShardLogic(settings, 0)
+    assert logic.process(_tick(10**9), 0, "events") == []
+    out = logic.process(_message(mine), 1, "events")
+    releases = [decode(b)[1] for k, b in out if k == "release"]
+    assert [(r["windowing"], r["position"], r["window_end"], r["window_items"]) for r in releases] == [
+        ("count", W, W, None),
+        ("count", 2 * W, 2 * W, None),
+    ]
+    assert releases[0]["composition"] == COMPOSITION
+
+
+def test_event_time_cli_options() -> None:
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    line = (
+        "--windowing event-time --window 4s --substream 1000 --origin 500 --window-items 80 --alpha 0.5 "
+        "--epsilon 1 --delta 1e-6 --domain-size 60 --gamma 0.1"
+    )
+    settings = config_from_args(parser.parse_args(line.split()), shards=2).settings
+    assert (settings.windowing, settings.window, settings.substream) == ("event-time", 4000, 1000)
+    assert (settings.params.origin, settings.window_items) == (500, 80)
+    assert (
+        config_from_args(parser.parse_args(line.replace("4s", "4000").split()), shards=2).settings.window
+        == 4000
+    )
+    with pytest.raises(ValueError, match="--window-items"):
+        config_from_args(parser.parse_args(line.replace("--window-items 80", "").split()), shards=2)
+    with pytest.raises(ValueError, match="--window"):
+        config_from_args(parser.parse_args(line.replace("4s", "4q").split()), shards=2)
+    count = line.replace("--windowing event-time ", "").replace("--origin 500 --window-items 80 ", "")
+    with pytest.raises(ValueError, match="--window: an integer"):
+        config_from_args(parser.parse_args(count.split()), shards=2)
+    assert (
+        config_from_args(parser.parse_args(count.replace("4s", "4000").split()), shards=2).settings.windowing
+        == "count"
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(line.replace("event-time", "session").split())
+
+
+def test_window_release_v1_messages_decode_as_count_windows() -> None:
+    """The schema gained windowing/window_end/window_items with defaults; messages written with the
+    kept ``WindowRelease.v1`` schema still decode (as count windows)."""
+    import json
+    from importlib import resources
+
+    from privstream.connectors.avro_codec import SchemaRegistry, fingerprint
+
+    text = (resources.files("privstream.connectors") / "schemas" / "WindowRelease.v1.avsc").read_text()
+    v1 = SchemaRegistry()
+    v1.register(json.loads(text))
+    assert v1.current("WindowRelease").fingerprint != fingerprint("WindowRelease")
+    logic = WindowShardLogic(_settings(), 0)
+    logic.add(_stream(4 * W)[partition_for(_stream(4 * W), SHARDS) == 0][:W])
+    record = logic.release_record()
+    old = {k: v for k, v in record.items() if k not in ("windowing", "window_end", "window_items")}
+    name, value = decode(v1.encode("WindowRelease", old))
+    assert name == "WindowRelease" and value == {
+        **old,
+        "windowing": "count",
+        "window_end": None,
+        "window_items": None,
+    }
+
+
+def test_a_state_of_other_parameters_is_refused_on_restore() -> None:
+    count = WindowShardLogic(_settings(), 0)
+    count.add(_stream(10))
+    with pytest.raises(ValueError, match="other parameters"):
+        WindowShardLogic(_event_settings(), 0, count.to_bytes())
