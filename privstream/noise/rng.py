@@ -55,10 +55,15 @@ class SeededRandomSource:
         self._pos = 0
 
     def _take(self, nbytes: int) -> bytes:
-        while len(self._buffer) - self._pos < nbytes:
-            block = hashlib.shake_256(self._seed + self._counter.to_bytes(8, "big")).digest(self._BLOCK)
-            self._counter += 1
-            self._buffer = self._buffer[self._pos :] + block
+        short = nbytes - (len(self._buffer) - self._pos)
+        if short > 0:  # append whole blocks, joined once (linear in nbytes, same byte stream)
+            blocks = [self._buffer[self._pos :]]
+            for _ in range(-(-short // self._BLOCK)):
+                blocks.append(
+                    hashlib.shake_256(self._seed + self._counter.to_bytes(8, "big")).digest(self._BLOCK)
+                )
+                self._counter += 1
+            self._buffer = b"".join(blocks)
             self._pos = 0
         out = self._buffer[self._pos : self._pos + nbytes]
         self._pos += nbytes

@@ -1,0 +1,293 @@
+"""The vectorised exact samplers (privstream.noise.vectorised; CKS 2020 Algs. 1–3) against exact pmfs,
+against the scalar kernels, and at the variances DPSW-Sketch uses.
+
+False-failure rates: every goodness-of-fit / homogeneity test rejects at α = 1e-6 and every moment
+check allows 6 standard errors (two-sided normal tail ≈ 2e-9), so a correct sampler fails a check
+with probability <= 1e-6 for a fresh seed; the seeds here are fixed, so the suite is deterministic.
+The exact pmfs are computed with 60-digit decimals over ±(40σ + 20), beyond which the mass is
+< 1e-300, far below anything these sample sizes can see.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privstream.eval.studies.dpsw import geometric_checkpoints
+from privstream.noise import SeededRandomSource, discrete_gaussian_array, discrete_laplace_array
+from privstream.noise import discrete as discrete_module
+from privstream.noise.discrete import _gaussian_array, _laplace_array
+from privstream.noise.rng import KeyedRandomSource
+from privstream.noise.vectorised import Limits, gaussian_array, laplace_array
+from privstream.window import dpsw_params
+from privstream.window.pcms import pcms_variance
+
+ALPHA = 1e-6
+N_DRAWS = 200_000
+
+
+def _dec(frac: Fraction) -> Decimal:
+    return Decimal(frac.numerator) / Decimal(frac.denominator)
+
+
+def gaussian_pmf(sigma2: Fraction) -> tuple[int, np.ndarray]:
+    """(R, exact pmf ∝ exp(-y²/(2σ²)) on [-R, R]) in 60-digit decimals, rounded to float at the end."""
+    radius = int(40 * math.sqrt(sigma2)) + 20
+    with localcontext() as ctx:
+        ctx.prec = 60
+        two_s2 = 2 * _dec(sigma2)
+        weights = [(-Decimal(y * y) / two_s2).exp() for y in range(-radius, radius + 1)]
+        total = sum(weights)
+        return radius, np.array([float(w / total) for w in weights])
+
+
+def laplace_pmf(scale: Fraction) -> tuple[int, np.ndarray]:
+    """(R, exact pmf ∝ exp(-|z|/scale) on [-R, R]), normalised over the support."""
+    radius = int(80 * scale) + 40
+    with localcontext() as ctx:
+        ctx.prec = 60
+        inv = 1 / _dec(scale)
+        weights = [(-Decimal(abs(z)) * inv).exp() for z in range(-radius, radius + 1)]
+        total = sum(weights)
+        return radius, np.array([float(w / total) for w in weights])
+
+
+def pooled_counts(samples: np.ndarray, radius: int, pmf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Observed and expected counts on [-R, R], cells with expected count < 5 pooled (tails in order)."""
+    assert samples.size and int(np.abs(samples).max()) <= radius
+    observed = np.bincount(samples + radius, minlength=pmf.size).astype(float)
+    expected = samples.size * pmf
+    obs_cells, exp_cells, acc_o, acc_e = [], [], 0.0, 0.0
+    for o, e in zip(observed, expected, strict=True):
+        acc_o += o
+        acc_e += e
+        if acc_e >= 5:
+            obs_cells.append(acc_o)
+            exp_cells.append(acc_e)
+            acc_o = acc_e = 0.0
+    obs_cells[-1] += acc_o
+    exp_cells[-1] += acc_e
+    exp_arr = np.asarray(exp_cells)
+    return np.asarray(obs_cells), exp_arr * samples.size / exp_arr.sum()
+
+
+def gof_p(samples: np.ndarray, radius: int, pmf: np.ndarray) -> float:
+    observed, expected = pooled_counts(samples, radius, pmf)
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
+def same_distribution_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Chi-square test of homogeneity; values pooled into cells of >= 10 joint counts."""
+    lo = int(min(a.min(), b.min()))
+    ca = np.bincount(a - lo)
+    cb = np.bincount(b - lo, minlength=ca.size)
+    ca = np.pad(ca, (0, cb.size - ca.size))
+    rows, acc = [], np.zeros(2)
+    for pair in zip(ca, cb, strict=True):
+        acc += pair
+        if acc.sum() >= 10:
+            rows.append(acc)
+            acc = np.zeros(2)
+    rows[-1] = rows[-1] + acc
+    return float(stats.chi2_contingency(np.array(rows)).pvalue)
+
+
+def dpsw_variances() -> list[Fraction]:
+    """σ² = a/ρ_j of the PCMSs of benchmarks/bench_dpsw.py's default setting (a = 3)."""
+    n = 10**7
+    p = dpsw_params(
+        window=10**6,
+        substream=10**5,
+        checkpoints=geometric_checkpoints(10**5, 3),
+        budget_ratio=0.55,
+        epsilon=1.0,
+        delta=float(n) ** -1.5,
+        depth=3,
+        width=2000,
+    )
+    return [pcms_variance(p.depth, rho) for rho in p.budgets]
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "seed"),
+    [
+        (Fraction(1, 2), 101),
+        (Fraction(1), 102),
+        (Fraction(7, 3), 103),
+        (Fraction(10), 104),
+        (Fraction(1, 5), 105),
+    ],
+)
+def test_gaussian_matches_exact_pmf(sigma2: Fraction, seed: int) -> None:
+    samples = discrete_gaussian_array(sigma2, N_DRAWS, SeededRandomSource(seed))
+    assert samples.dtype == np.int64 and samples.shape == (N_DRAWS,)
+    assert gof_p(samples, *gaussian_pmf(sigma2)) > ALPHA
+
+
+@pytest.mark.parametrize(
+    ("scale", "seed"), [(Fraction(1, 2), 111), (Fraction(1), 112), (Fraction(7, 3), 113), (Fraction(10), 114)]
+)
+def test_laplace_matches_exact_pmf(scale: Fraction, seed: int) -> None:
+    samples = discrete_laplace_array(scale, N_DRAWS, SeededRandomSource(seed))
+    assert samples.dtype == np.int64
+    assert gof_p(samples, *laplace_pmf(scale)) > ALPHA
+
+
+def test_gof_detects_a_small_variance_error() -> None:
+    """Power: σ² = 7/3 samples against the σ² = 2.2 pmf (a 6 % error) are rejected."""
+    samples = discrete_gaussian_array(Fraction(7, 3), N_DRAWS, SeededRandomSource(106))
+    assert gof_p(samples, *gaussian_pmf(Fraction(11, 5))) < ALPHA
+
+
+def test_large_rational_sigma2_takes_the_fast_path_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """σ² = 7/3 + 10^-45 and 7/3 + 2^-150 (numerators and denominators far beyond int64):
+    vectorised (no scalar fallback) and exact (the pmfs differ from 7/3's by < 1e-44)."""
+    calls = Counter[str]()
+    monkeypatch.setattr(discrete_module, "_scalar_array", lambda *a: calls.update(["scalar"]))
+    big = Fraction(7 * 10**45 + 3, 3 * 10**45)
+    assert big.denominator > 2**140
+    odd = Fraction(7, 3) + Fraction(1, 2**150)
+    assert odd.denominator > 2**140
+    for sigma2, seed in ((big, 121), (odd, 122)):
+        samples = discrete_gaussian_array(sigma2, N_DRAWS, SeededRandomSource(seed))
+        assert gof_p(samples, *gaussian_pmf(Fraction(7, 3))) > ALPHA
+    assert not calls
+
+
+# Limits that hand many lanes to the exact scalar code: ties of a 2-bit comparison (1 in 4), uniform
+# bounds above 8 by randbelow, ⌊γ⌋ > 1 and |Y| >= 4 by the scalar Alg. 1 kernel.
+TINY = Limits(word_bound=8, compare_bits=2, whole_trials=1, table_size=4)
+
+
+@pytest.mark.parametrize(("sigma2", "seed"), [(Fraction(7, 3), 131), (Fraction(10), 132)])
+def test_gaussian_hand_overs_are_exact(sigma2: Fraction, seed: int) -> None:
+    used: Counter[str] = Counter()
+    n = 100_000
+    samples = gaussian_array(sigma2.numerator, sigma2.denominator, n, SeededRandomSource(seed), TINY, used)
+    assert (
+        used["compare_ties"] > 1000 and used["scalar_accept_lanes"] > 1000 and used["randbelow_lanes"] > 100
+    )
+    assert gof_p(samples, *gaussian_pmf(sigma2)) > ALPHA
+
+
+def test_laplace_hand_overs_are_exact() -> None:
+    used: Counter[str] = Counter()
+    samples = laplace_array(10, 3, N_DRAWS, SeededRandomSource(133), Limits(word_bound=16), used)
+    assert used["randbelow_lanes"] > 1000
+    assert gof_p(samples, *laplace_pmf(Fraction(10, 3))) > ALPHA
+
+
+def test_scalar_fallback_agrees_with_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """max_t = 0 forces the whole-array scalar path (counted); it and the vectorised path agree in
+    distribution (homogeneity) and each fits the exact pmf."""
+    calls = Counter[str]()
+    scalar = discrete_module._scalar_array
+
+    def counting(*args: object) -> np.ndarray:
+        calls.update(["scalar"])
+        return scalar(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(discrete_module, "_scalar_array", counting)
+    sigma2, n = Fraction(7, 3), 20_000
+    slow = _gaussian_array(sigma2, n, SeededRandomSource(141), Limits(max_t=0))
+    assert calls["scalar"] == 1
+    fast = _gaussian_array(sigma2, N_DRAWS, SeededRandomSource(142))
+    assert calls["scalar"] == 1
+    assert same_distribution_p(slow, fast) > ALPHA
+    assert gof_p(slow, *gaussian_pmf(sigma2)) > ALPHA
+    lap_slow = _laplace_array(Fraction(7, 3), n, SeededRandomSource(143), Limits(max_t=0))
+    assert calls["scalar"] == 2
+    lap_fast = _laplace_array(Fraction(7, 3), N_DRAWS, SeededRandomSource(144))
+    assert same_distribution_p(lap_slow, lap_fast) > ALPHA
+
+
+def test_scale_beyond_int64_products_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """t = ⌊σ⌋ + 1 > max_t = 2^24 (σ² = 2^50) and a float Laplace scale (t ≈ 2^52) use the scalar
+    kernels; the draws still have the right spread."""
+    calls = Counter[str]()
+    scalar = discrete_module._scalar_array
+
+    def counting(*args: object) -> np.ndarray:
+        calls.update(["scalar"])
+        return scalar(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(discrete_module, "_scalar_array", counting)
+    samples = discrete_gaussian_array(Fraction(2**50), 2000, SeededRandomSource(151)).astype(float)
+    assert calls["scalar"] == 1
+    sd = 2.0**25
+    assert abs(samples.mean()) < 6 * sd / math.sqrt(samples.size)
+    assert abs(samples.var() / sd**2 - 1) < 6 * math.sqrt(2 / samples.size)
+    discrete_laplace_array(1 / 0.7, 10, SeededRandomSource(152))
+    assert calls["scalar"] == 2
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_dpsw_variances_mean_and_variance(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At DPSW's σ² = a/ρ_j (~70-bit numerators): vectorised, mean ≈ 0 and variance ≈ σ² within 6
+    standard errors (the discrete Gaussian's variance is σ² up to < e^-(2π²σ²) for these σ)."""
+    calls = Counter[str]()
+    monkeypatch.setattr(discrete_module, "_scalar_array", lambda *a: calls.update(["scalar"]))
+    sigma2 = dpsw_variances()[index]
+    assert sigma2.numerator > 2**63 or sigma2.denominator > 2**63  # beyond int64: the case to cover
+    samples = discrete_gaussian_array(sigma2, N_DRAWS, SeededRandomSource(160 + index)).astype(float)
+    assert not calls
+    s2 = float(sigma2)
+    assert abs(samples.mean()) < 6 * math.sqrt(s2 / N_DRAWS)
+    assert abs(samples.var() - s2) < 6 * s2 * math.sqrt(2 / N_DRAWS)
+
+
+def test_dpsw_variance_matches_exact_pmf() -> None:
+    sigma2 = dpsw_variances()[0]
+    samples = discrete_gaussian_array(sigma2, N_DRAWS, SeededRandomSource(165))
+    assert gof_p(samples, *gaussian_pmf(sigma2)) > ALPHA
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        lambda rng: discrete_gaussian_array(Fraction(7, 3), 5000, rng),
+        lambda rng: discrete_gaussian_array(dpsw_variances()[1], 5000, rng),
+        lambda rng: discrete_laplace_array(Fraction(5, 2), 5000, rng),
+    ],
+)
+def test_determinism(sample: Callable[[object], np.ndarray]) -> None:
+    a = sample(SeededRandomSource(7))
+    assert np.array_equal(a, sample(SeededRandomSource(7)))
+    assert not np.array_equal(a, sample(SeededRandomSource(8)))
+    key = b"k" * 32
+    b = sample(KeyedRandomSource(key, "ctx"))
+    assert np.array_equal(b, sample(KeyedRandomSource(key, "ctx")))
+    assert not np.array_equal(b, sample(KeyedRandomSource(key, "other")))
+
+
+def test_empty_and_bad_arguments() -> None:
+    for fn, name in ((discrete_gaussian_array, "sigma2"), (discrete_laplace_array, "scale")):
+        out = fn(Fraction(3), 0, SeededRandomSource(1))
+        assert out.shape == (0,) and out.dtype == np.int64
+        for bad in (0, -1, Fraction(-1, 3), float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=name):
+                fn(bad, 10)
+        with pytest.raises(ValueError, match="n"):
+            fn(Fraction(3), -1)
+    with pytest.raises(ValueError, match="word_bound"):
+        Limits(word_bound=2**33)
+
+
+def test_geometric_runs_match_exact_pmf() -> None:
+    """V (Alg. 2's count of Bernoulli(exp(-1)) successes before the first failure), cut from one
+    flat pool of trials: Pr[V = v] = e^-v (1 - e^-1)."""
+    from privstream.noise.vectorised import DEFAULT_LIMITS, _Draws
+
+    draws = _Draws(SeededRandomSource(171), DEFAULT_LIMITS, None)
+    v = np.concatenate([draws.geometric(size) for size in (1, 7, 1000, N_DRAWS)])
+    radius = 60
+    pmf = np.zeros(2 * radius + 1)
+    pmf[radius:] = [math.exp(-k) * (1 - math.exp(-1)) for k in range(radius + 1)]
+    assert gof_p(v, radius, pmf / pmf.sum()) > ALPHA
