@@ -291,3 +291,36 @@ def test_geometric_runs_match_exact_pmf() -> None:
     pmf = np.zeros(2 * radius + 1)
     pmf[radius:] = [math.exp(-k) * (1 - math.exp(-1)) for k in range(radius + 1)]
     assert gof_p(v, radius, pmf / pmf.sum()) > ALPHA
+
+
+def test_pinned_streams() -> None:
+    """Pins the seeded byte stream and the keyed bit → sample mapping. The keyed DRBG replays a
+    sketch's noise after a restore (privstream.window: noise context "v3"), so a change of either
+    must fail here and come with a new noise-context version."""
+    source = SeededRandomSource(2026)
+    assert (source.randbits(64), source.randbelow(1000), source._take(5).hex()) == (
+        7433812993116374050,
+        715,
+        "2c8e39d365",
+    )
+    keyed = KeyedRandomSource(b"k" * 32, "pin")
+    assert discrete_gaussian_array(Fraction(3713, 10), 8, keyed).tolist() == [
+        15,
+        -11,
+        10,
+        -16,
+        10,
+        -12,
+        7,
+        12,
+    ]
+    assert discrete_laplace_array(Fraction(7, 3), 8, SeededRandomSource(7)).tolist() == [
+        -1,
+        2,
+        -9,
+        1,
+        1,
+        8,
+        1,
+        -1,
+    ]

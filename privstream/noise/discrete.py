@@ -9,8 +9,10 @@ Algorithms 2 and 3), with array helpers returning ``numpy.int64`` arrays.
 Both run on integers only (the scale t = n/d is handled as the integer pair (n, d)), and draw all
 randomness from a :class:`~privstream.noise.rng.RandomSource` (the CSPRNG unless a test injects a
 seeded source). Expected cost is O(1) random draws per sample, independent of the scale. The array
-helpers run the same algorithms vectorised (:mod:`privstream.noise.vectorised`, ≈ 1 µs per draw)
-and fall back to the scalar kernels here wherever int64 arithmetic would not suffice.
+helpers run the same algorithms vectorised (:mod:`privstream.noise.vectorised`, ≈ 0.35 µs per draw
+at DPSW's σ²) and fall back to the exact scalar kernels here when the Laplace scale's integers t, s
+or the Gaussian's t = ⌊σ⌋ + 1 exceed the fast path's limits (t > 2^24, e.g. most float Laplace
+scales, whose exact binary value has a large numerator) — slower, equally exact.
 """
 
 from __future__ import annotations
