@@ -10,7 +10,8 @@ Messages carry no key (a key would link reports).
 HG-LDP clients (:class:`privstream.ldp.HgLdpClient`: BGR, DSR, BDR, CNR) randomise against the
 server's public state: the producer follows the deployment's state on the compacted ``ldp-state``
 topic (:class:`~privstream.connectors.ldp_state.StateReader`), waits for the first state, picks up
-newer versions before each report, and the report names the version it used. The state is public;
+newer states before each report (the deployment's latest record, not the highest version:
+:mod:`~privstream.connectors.ldp_state`), and the report names the version and digest it used. The state is public;
 the raw value still never leaves :meth:`LdpProducer.submit`.
 """
 
@@ -36,6 +37,7 @@ def report_to_record(report: LdpReport) -> dict[str, Any]:
         "state_version": report.state_version,
         "payload": report.payload,
         "report_time": report.report_time_ms,
+        "state_digest": report.state_digest,
     }
 
 
@@ -47,6 +49,7 @@ def report_from_record(record: dict[str, Any]) -> LdpReport:
         payload=record["payload"],
         state_version=record["state_version"],
         report_time_ms=record["report_time"],
+        state_digest=record.get("state_digest") or b"",  # v1 messages: the default decodes as ""
     )
 
 

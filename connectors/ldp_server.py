@@ -2,13 +2,15 @@
 
 :class:`LdpServerLoop` owns an :class:`~privstream.ldp.HgLdpServer`. It publishes the server's
 public state to the compacted ``ldp-state`` topic (:class:`~privstream.connectors.ldp_state.StatePublisher`),
-consumes ``ldp-reports`` and inserts each report with the state version the client named
+consumes ``ldp-reports`` and inserts each report with the state (version and digest) the client named
 (:meth:`HgLdpServer.add` looks it up in the server's :class:`~privstream.ldp.StateHistory`), then
 publishes the new state once per polled batch. A report it cannot use is never mixed in: it goes
 to ``ldp-reports-dlq`` verbatim with the reason —
 
 * ``stale-state (unknown)`` / ``stale-state (too-old)``: the version was never published, or is
   older than the server keeps (``max_lag`` versions);
+* ``state digest mismatch``: the version exists, but the report's digest is not that of the state
+  this server run published as it (another run's state, or none);
 * ``inconsistent``: an output the named state makes impossible (e.g. a cold item in shrunk DSR);
 * ``rejected``: another scheme, other parameters, a malformed payload, or another schema.
 """

@@ -3,12 +3,24 @@
 The server (:mod:`privstream.connectors.ldp_server`) publishes its
 :class:`~privstream.ldp.PublicState` keyed by the deployment id to ``ldp-state`` (log-compacted:
 the latest record per key is the state); clients (:class:`~privstream.connectors.ldp_producer.LdpProducer`)
-read the latest one with :class:`StateReader` and tag every report with its version. The state is a
-function of earlier randomised reports and warm-up data, so publishing it costs no privacy.
+read the latest one with :class:`StateReader` and tag every report with its version and digest.
+The state is a function of earlier randomised reports and warm-up data, so publishing it costs no
+privacy.
+
+**Which state a client uses.** The deployment's *latest record* on the topic (the highest offset:
+what compaction keeps), never the highest version number seen. Version numbers are counters of one
+server run: a server started afresh (no restore) on existing topics publishes a new version 0
+while the old run's higher versions are still on the topic, and after a failure the replay may
+publish a version with other contents than the aborted attempt did (which tansu shows to
+``read_committed`` readers). Each record carries the run id and the digest of its contents
+(:func:`~privstream.ldp.hg_state.state_digest`); a record whose digest does not match its contents,
+or that has none (``HgLdpState.v1``), is skipped with a warning. A report against a state the server
+did not publish in its current run is dead-lettered ("state digest mismatch"), never mixed in.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -17,6 +29,8 @@ from privstream.connectors.clients import ProducerHandle, kafka_producer
 from privstream.connectors.consume import RecordConsumer
 
 from privstream.ldp import PublicState
+
+logger = logging.getLogger(__name__)
 
 LDP_STATE = "ldp-state"
 
@@ -34,14 +48,23 @@ def state_to_record(
         "weakest_low": state.weakest_low,
         "dsr_mode": state.dsr_mode,
         "published_time": int(time.time() * 1000),
+        "run_id": state.run_id,
+        "digest": state.digest,
     }
 
 
 def state_from_record(record: dict[str, Any]) -> PublicState:
-    """The :class:`PublicState` of a decoded ``HgLdpState`` record (its DSR mode must agree)."""
-    state = PublicState(record["version"], tuple(record["hot_items"]), record["weakest_low"])
+    """The :class:`PublicState` of a decoded ``HgLdpState`` record (ValueError unless its DSR mode
+    agrees and its digest is that of its run id, version and contents)."""
+    # the defaults of v1 messages decode as "" (falsy): no run id, no digest
+    run_id, digest = record.get("run_id") or b"", record.get("digest") or b""
+    state = PublicState(record["version"], tuple(record["hot_items"]), record["weakest_low"], run_id)
     if state.dsr_mode != record["dsr_mode"]:
         raise ValueError(f"dsr_mode: {record['dsr_mode']!r} contradicts weakest_low={state.weakest_low}")
+    if not digest or not state.run_id:
+        raise ValueError(f"digest: version {state.version} has no run id or digest (a server before digests)")
+    if digest != state.digest:
+        raise ValueError(f"digest: version {state.version}'s digest does not match its run id and contents")
     return state
 
 
@@ -68,8 +91,8 @@ class StatePublisher(ProducerHandle):
         self._producer = kafka_producer(bootstrap)
 
     def publish(self, state: PublicState) -> bool:
-        """Send ``state`` unless it is the version published last; True if sent."""
-        if self.published is not None and self.published.version == state.version:
+        """Send ``state`` unless it is the state published last; True if sent."""
+        if self.published == state:
             return False
         record = state_to_record(
             state, deployment=self.deployment, scheme=self.scheme, parameters=self.parameters
@@ -82,14 +105,15 @@ class StatePublisher(ProducerHandle):
 
 
 class StateReader:
-    """Follows a deployment's state on the compacted topic; :meth:`latest` is the newest version read."""
+    """Follows a deployment's state on the compacted topic: its latest valid record (module doc)."""
 
     def __init__(self, bootstrap: str, *, deployment: str, scheme: str, topic: str = LDP_STATE) -> None:
         self.deployment = deployment
         self.scheme = scheme
         # short fetch waits: a non-blocking refresh before each report then sees new versions soon;
         # read_committed: on Kafka a state the Flink job published in an aborted transaction is never
-        # used (tansu may still show it; it then equals its replay, operators/ldp_logic.py)
+        # used (tansu may still show it: a report against it is refused by its digest unless the
+        # replay published the same state, operators/ldp_logic.py)
         self._consumer = RecordConsumer(
             bootstrap,
             topic,
@@ -102,19 +126,29 @@ class StateReader:
         self._parameters: dict[str, str] | None = None
 
     def refresh(self, timeout_ms: int = 0) -> PublicState | None:
-        """Read what has arrived (waiting up to ``timeout_ms``) and return the newest state."""
+        """Read what has arrived (waiting up to ``timeout_ms``) and return the state of the
+        deployment's latest valid record (module docstring: the latest offset, not the highest
+        version; ValueError if that record is of another scheme)."""
+        newest: tuple[dict[str, Any], PublicState] | None = None
         for record in self._consumer.poll(timeout_ms=timeout_ms):
             value = record.value
             if record.schema != "HgLdpState" or value["deployment"] != self.deployment:
                 continue
+            try:
+                newest = value, state_from_record(value)
+            except ValueError as exc:
+                logger.warning("skipping a state record of deployment %r: %s", self.deployment, exc)
+        if newest is not None:
+            value, state = newest
             if value["scheme"] != self.scheme:
                 raise ValueError(
                     f"scheme: deployment {self.deployment!r} runs {value['scheme']!r}, not {self.scheme!r}"
                 )
-            state = state_from_record(value)
-            if self._latest is None or state.version > self._latest.version:
-                self._latest = state
-                self._parameters = dict(value["parameters"])
+            if self._latest is not None and state.run_id != self._latest.run_id:
+                logger.info(
+                    "deployment %r: state of another server run (version %d)", self.deployment, state.version
+                )
+            self._latest, self._parameters = state, dict(value["parameters"])
         return self._latest
 
     def wait(self, timeout_s: float = 10.0) -> PublicState:

@@ -11,8 +11,10 @@
 
 The launcher computes the server after the public warm-up (``--warm-up FILE``: item indices, one per
 line, or ``--warm-up-normal N``: N items of the Normal generator on the domain) and publishes state
-version 0 before the job starts (not with ``--restore-from``: the restored server is past it). All sinks are transactional (exactly once across a restore;
-readers use ``read_committed``). The job is unbounded: stop it when done.
+version 0 before the job starts (not with ``--restore-from``: the restored server is past it; a
+restore with other server settings than the checkpoint's fails naming the options). All sinks are
+transactional (exactly once across a restore; readers use ``read_committed``). The job is
+unbounded: stop it when done.
 """
 
 from __future__ import annotations
@@ -55,9 +57,12 @@ def publish_initial_state(config: LdpJobConfig) -> bool:
     """Create the topics and publish state version 0 (the public warm-up's result); True if sent.
 
     A job restored from a checkpoint or savepoint (``restore_from``) publishes nothing: its
-    server is past version 0, and the topic already holds the states it published (their replay
-    after the restore republishes identical versions). Sending version 0 again would make a
-    compacted topic's latest record, for new clients, a version the server may no longer hold."""
+    server is past version 0, and the topic already holds the states it published (the replay
+    after the restore republishes versions consistent with the restored server; a client's report
+    against an aborted attempt's state that the replay did not make is dead-lettered by its digest,
+    docs/ldp.md "Exactly once"). Sending version 0 again would make a compacted topic's latest
+    record, for new clients, a version the server may no longer hold. A fresh start is a new server
+    run (``settings.run_id``): its version 0 supersedes the old run's states for the clients."""
     from privstream.connectors.clients import kafka_producer
     from privstream.connectors.topics import TopicSpec, create_topics
 

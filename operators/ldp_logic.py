@@ -1,10 +1,11 @@
 """The Flink-free logic of the ``ldp-heavy-hitters`` job: one HG-LDP server over Kafka messages.
 
 :class:`LdpServerLogic` takes the raw bytes of ``ldp-reports`` messages and returns what the
-operator emits: dead letters (undecodable, stale-state, inconsistent or foreign reports, with the
-reason), the public state (``HgLdpState``, keyed by the deployment, whenever it changed and at
-least every ``state_every`` applied reports) and, every ``epoch_reports`` applied reports, an
-``LdpRelease`` with the debiased top-k (paper Algorithm 9). Its whole state — the HG-LDP server
+operator emits: dead letters (undecodable, stale-state, digest-mismatched, inconsistent or foreign
+reports, with the reason), the public state (``HgLdpState``, keyed by the deployment, whenever it
+changed and at least every ``state_every`` applied reports) and, every ``epoch_reports`` applied
+reports, an ``LdpRelease`` with the debiased top-k (paper Algorithm 9), ε, δ = 0, the local-DP
+neighbour relation and the size of the raw warm-up inside the estimates. Its whole state — the HG-LDP server
 (heavy and light parts, debiasing bookkeeping, state history) and the epoch counters — is
 :meth:`LdpServerLogic.to_bytes` (pickle); the operator checkpoints it as two states, the kept state
 versions (:meth:`~LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made)
@@ -18,14 +19,31 @@ publishes it before the job starts (clients need it to send anything).
 Statistics-phase decays are *replay-stable*: report number n draws them from
 ``KeyedRandomSource(noise_key, "<deployment>:n")``, a DRBG keyed by a secret the launcher drew from
 the OS CSPRNG (it travels in the job graph and then in the checkpointed state, like the
-heavy-hitters job's noise key). After a restore the replayed reports therefore rebuild exactly the
-same server, versions and releases: a release or state left in an aborted Kafka transaction — which
-the embedded broker (tansu) still shows to ``read_committed`` readers (docs/stack-facts.md) — is
-identical to its committed replay (same epoch, same items; readers keep one per epoch).
+heavy-hitters job's noise key). After a restore the server is the checkpoint's, and it applies the
+replayed reports with the same decays *for the same sequence of reports*. What is replayed is not
+always the same sequence: with a reports topic of several partitions (``privstream broker`` makes
+``ldp-reports`` with 4) the source's interleaving after a restore may differ from the failed
+attempt's, so the replay may make other versions, states and releases than the aborted attempt
+did (which the embedded broker, tansu, still shows to ``read_committed`` readers:
+docs/stack-facts.md). What holds: the committed output is consistent with the committed state
+(every committed release and state follows from the committed reports applied to the checkpoint's
+server), and a report randomised against a state of the aborted attempt is applied only if the
+replay published that very state (same run, version and contents: its digest,
+:mod:`privstream.ldp.hg_state`); otherwise it is dead-lettered ("state digest mismatch"), never
+mixed in. With one partition the replay is the same sequence, and an aborted release equals its
+committed replay (same epoch and items; readers keep one per epoch).
+
+The state of a server run is bound to its run id (``run_id``: drawn per submission like the noise
+key, checkpointed in the kept versions; a restore keeps the checkpoint's). A restore whose settings
+differ from the checkpoint's server (scheme, ε, α, d, k, λ_l, b, ``max_lag``, deployment or the
+warm-up) is refused naming the options (:class:`RestoredSettingsError`): the server would otherwise
+keep its own parameters while clients randomise with the new ones, and every report would be
+refused. ``epoch_reports`` and ``state_every`` only set the cadence and may change on a restore.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -37,13 +55,17 @@ from privstream.connectors.ldp_producer import report_from_record
 from privstream.connectors.ldp_state import state_to_record
 
 from privstream.ldp import HgLdpParams, HgLdpServer, refusal_reason
-from privstream.ldp.hg_params import Scheme
-from privstream.ldp.hg_state import StateHistory
-from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, new_noise_key
+from privstream.ldp.hg_params import LDP_DELTA, LDP_NEIGHBOUR_RELATION, Scheme
+from privstream.ldp.hg_state import StateHistory, new_run_id
+from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, default_source, new_noise_key
 from privstream.validation import check_int
 
 Output = tuple[Literal["release", "state", "dead-letter"], bytes]
 PRIVACY_UNIT = "one report (event-level local DP; a user sending T reports gets T·ε)"
+
+
+class RestoredSettingsError(ValueError):
+    """A checkpoint restored with other settings than its server was started with."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,7 @@ class LdpServerSettings:
     state_every: int = 100
     max_lag: int = 1024
     noise_key: bytes = field(default_factory=new_noise_key, repr=False)  #: secret, per submission
+    run_id: bytes = field(default_factory=new_run_id)  #: public, per submission (state digests)
 
     def __post_init__(self) -> None:
         self.params  # noqa: B018 - validates scheme, epsilon, domain_size, k, alpha, light_cells
@@ -84,10 +107,34 @@ class LdpServerSettings:
             light_cells=self.light_cells,
         )
 
+    def identity(self) -> dict[str, str]:
+        """What a restored server must have been started with, by option name (the parameters of
+        the paper's server — scheme, ε with its split α, d, λ_h = k, λ_l, b — the kept versions,
+        the deployment and a SHA-256 of the warm-up)."""
+        p = self.params
+        warm = hashlib.sha256(b",".join(str(v).encode() for v in self.warm_up)).hexdigest()[:16]
+        out = {
+            "--scheme": p.scheme,
+            "--epsilon": str(Fraction(p.epsilon)),
+            "--domain": str(p.domain_size),
+            "--k": str(p.k),
+            "--light-cells": str(p.light_cells),
+            "decay_base": str(p.decay_base),
+            "--max-lag": str(self.max_lag),
+            "--deployment": self.deployment,
+            "--warm-up": f"{len(self.warm_up)} items, sha256 {warm}",
+        }
+        if p.scheme in ("bdr", "cnr"):
+            out["--alpha"] = str(p.alpha)
+        return out
+
     def initial_server(self) -> HgLdpServer:
         """The server after the public warm-up (deterministic), statistics started (version 0)."""
         server = HgLdpServer(
-            self.params, max_lag=self.max_lag, rng=SeededRandomSource(f"hg-ldp-warm-up:{self.deployment}")
+            self.params,
+            max_lag=self.max_lag,
+            rng=SeededRandomSource(f"hg-ldp-warm-up:{self.deployment}"),
+            run_id=self.run_id,
         )
         server.warm_up(self.warm_up)
         server.start_statistics()
@@ -118,12 +165,29 @@ class LdpServerLogic:
             self.epoch = 0
             self.published = self.server.public_state().version
             self.noise_key = settings.noise_key
+            self.identity = settings.identity()
             return
         if versions is None:
             state, versions = pickle.loads(state)
-        # the key in the state wins: a savepoint restored by a new submission replays the same
-        self.server, self.epoch, self.published, self.noise_key = pickle.loads(state)
+        core = pickle.loads(state)
+        if len(core) != 5:
+            raise RestoredSettingsError("restore: a checkpoint of an older version of this job; start afresh")
+        # the key and the run id in the state win: a savepoint restored by a new submission replays
+        # the same decays and keeps its state digests
+        self.server, self.epoch, self.published, self.noise_key, self.identity = core
         self.server.history = StateHistory.from_bytes(versions)
+        given = settings.identity()
+        differ = sorted(
+            k for k in given.keys() | self.identity.keys() if given.get(k) != self.identity.get(k)
+        )
+        if differ:
+            raise RestoredSettingsError(
+                "restore: the checkpoint's server was started with other settings; restore with its "
+                "settings or start a new deployment: "
+                + "; ".join(
+                    f"{k} {self.identity.get(k)} in the checkpoint, {given.get(k)} given" for k in differ
+                )
+            )
 
     @property
     def latest_version(self) -> int:
@@ -131,14 +195,19 @@ class LdpServerLogic:
         return -1 if latest is None else latest.version
 
     def core_bytes(self) -> bytes:
-        """The server without its state history, and the counters: changes with every report."""
-        server, history = self.server, self.server.history
+        """The server without its state history and random source, and the counters: changes with
+        every report. The random source (a keyed DRBG with a 4 KB buffer, ≈ 70 % of the bytes) is
+        left out: :meth:`process` replaces it before every report it applies and nothing else
+        draws from it, so a restored server holds the CSPRNG until its first report."""
+        server, history, rng = self.server, self.server.history, self.server.rng
         server.history = None  # type: ignore[assignment]
+        server.use_rng(default_source())
         try:
-            state = (server, self.epoch, self.published, self.noise_key)
+            state = (server, self.epoch, self.published, self.noise_key, self.identity)
             return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         finally:
             server.history = history
+            server.use_rng(rng)
 
     def versions_bytes(self) -> bytes:
         """The kept state versions (compact): change only when a new version is made."""
@@ -193,7 +262,10 @@ class LdpServerLogic:
             "state_version": 0 if state is None else state.version,
             "items": [{"item": item, "estimate": value} for item, value in server.heavy_hitters()],
             "epsilon": server.params.effective_epsilon,
+            "delta": LDP_DELTA,
+            "neighbour_relation": LDP_NEIGHBOUR_RELATION,
             "privacy_unit": PRIVACY_UNIT,
+            "warm_up_items": server.warm_up_items,  # raw public counts inside the estimates
             "release_time": int(time.time() * 1000),
         }
         return encode("LdpRelease", record)

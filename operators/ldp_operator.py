@@ -4,8 +4,9 @@
 keyed state is the whole server in two ``ValueState``s: the kept public-state versions
 (:meth:`LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made) and the rest
 (:meth:`LdpServerLogic.core_bytes`, rewritten after every message); both are checkpointed with the
-Kafka source offsets, so a restore replays exactly the reports
-after the checkpoint into exactly that server. Main output: ``LdpRelease`` bytes; side outputs:
+Kafka source offsets, so a restore replays the reports after the
+checkpoint's offsets into exactly that server (with several partitions, possibly in another
+interleaving than the failed attempt: :mod:`privstream.operators.ldp_logic`). Main output: ``LdpRelease`` bytes; side outputs:
 the public state as ``Row(key, value)`` (:data:`STATE`) and dead letters (:data:`DEAD_LETTERS`).
 """
 

@@ -36,7 +36,16 @@ SAMPLES: dict[str, list[dict]] = {
             "state_version": 0,
             "payload": b"\x07",
             "report_time": 123,
-        }
+            "state_digest": b"",
+        },
+        {
+            "scheme": "hg-cnr",
+            "parameters": {"domain_size": "100", "k": "5"},
+            "state_version": 3,
+            "payload": b"\x02",
+            "report_time": 124,
+            "state_digest": bytes(range(16)),
+        },
     ],
     "LdpRelease": [
         {
@@ -49,6 +58,9 @@ SAMPLES: dict[str, list[dict]] = {
             "epsilon": 0.99,
             "privacy_unit": "one report (event-level LDP)",
             "release_time": 123,
+            "delta": 0.0,
+            "neighbour_relation": "local DP: any two items of one report",
+            "warm_up_items": 10000,
         }
     ],
     "WindowRelease": [
@@ -115,6 +127,8 @@ SAMPLES: dict[str, list[dict]] = {
             "weakest_low": False,
             "dsr_mode": "shrunk",
             "published_time": 123,
+            "run_id": b"\x01" * 16,
+            "digest": b"\x02" * 16,
         }
     ],
     "SketchSnapshot": [

@@ -2,7 +2,8 @@
 the job publishes, the job releases one top-k per epoch, and an injected failure mid-stream restores
 to every epoch released once. The embedded broker still shows records of aborted transactions to
 ``read_committed`` readers (docs/stack-facts.md), so a release of the failed attempt may appear
-too: it must then be identical to its committed replay (replay-stable decays). A checkpoint is
+too: with this single-partition reports topic it must then be identical to its committed replay
+(replay-stable decays; with several partitions it need not be, docs/ldp.md "Exactly once"). A checkpoint is
 triggered and completed before the failure can happen (the reports that trigger it are sent only
 then), and every read waits for an expected count."""
 
@@ -15,6 +16,7 @@ import pytest
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.clients import free_port, kafka_producer
 from privstream.connectors.ldp_producer import LdpProducer, report_to_record
+from privstream.connectors.ldp_state import state_from_record
 from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
 from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
@@ -116,6 +118,11 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
     # exactly the two stale reports: every good report named a version the server still held
     assert len(letters) == STALE and all(r["error"].startswith("stale-state (unknown)") for r in letters)
     assert states[0]["version"] == 0 and last > 0 and {s["version"] for s in states} == {0, last}
+    # one run (the launcher's run id, kept across the restore); every digest matches its contents
+    assert {s["run_id"] for s in states} == {settings.run_id}
+    assert all(state_from_record(s).digest == s["digest"] for s in states)
+    assert all(r["delta"] == 0.0 and r["warm_up_items"] == 300 for r in releases)
+    assert all("any two items" in r["neighbour_relation"] for r in releases)
     print(
         f"\nldp-heavy-hitters: {len(releases)} releases, last state version {last}, "
         f"last top-k {releases[-1]['items']}"

@@ -17,7 +17,7 @@ from privstream.connectors.ldp_server import LdpServerLoop
 from privstream.connectors.ldp_state import StateReader
 from privstream.connectors.topics import dead_letter_topic
 
-from privstream.ldp import HgLdpParams, HgLdpServer, LdpReport, make_client
+from privstream.ldp import HgLdpParams, HgLdpServer, LdpReport, PublicState, make_client
 from privstream.noise.rng import SeededRandomSource
 
 pytestmark = pytest.mark.kafka
@@ -88,8 +88,9 @@ def test_unknown_and_too_old_versions_are_dead_lettered(
     kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
 ) -> None:
     """A server keeping only its latest state (max_lag = 0): reports against a version it dropped,
-    against a version it never published, from other parameters, and an impossible ⊥ all go to
-    ``<reports>-dlq`` with the reason; the good ones are applied."""
+    against a version it never published, from other parameters, an impossible ⊥ and a report
+    naming the current version with another run's digest all go to ``<reports>-dlq`` with the
+    reason; the good ones are applied."""
     reports, states = unique_topic("reports"), unique_topic("state", compacted=True)
     params = HgLdpParams("bdr", 1.0, D, K)
     server = HgLdpServer(params, gamma_h=Fraction(1, 2), max_lag=0, rng=SeededRandomSource(5))
@@ -116,20 +117,32 @@ def test_unknown_and_too_old_versions_are_dead_lettered(
             LdpReport("hg-bdr", canonical, b"\x01", state_version=999),  # never published
             LdpReport("hg-bdr", LdpReport.canonical_parameters({"k": "9"}), b"\x01", state_version=1),
             LdpReport(
-                "hg-bdr", canonical, bytes([D]), state_version=server.public_state().version
+                "hg-bdr",
+                canonical,
+                bytes([D]),
+                state_version=server.public_state().version,
+                state_digest=server.public_state().digest,
             ),  # ⊥ while evicting
+            LdpReport(  # the current version number, but a state of another server run
+                "hg-bdr",
+                canonical,
+                b"\x01",
+                state_version=server.public_state().version,
+                state_digest=bytes(16),
+            ),
         ]
         with kafka_broker_producer(kafka_broker.bootstrap) as send:
             for report in raw:
                 send(reports, encode("LdpReport", report_to_record(report)))
-        loop.run(until=lambda: sum(loop.refused.values()) >= 13, timeout_s=30)
+        loop.run(until=lambda: sum(loop.refused.values()) >= 14, timeout_s=30)
     assert loop.refused == {
         "stale-state (too-old)": 10,
         "stale-state (unknown)": 1,
         "rejected": 1,
         "inconsistent": 1,
+        "state digest mismatch": 1,
     }
-    letters = _read_all(kafka_broker.bootstrap, dead_letter_topic(reports), 13)
+    letters = _read_all(kafka_broker.bootstrap, dead_letter_topic(reports), 14)
     errors = Counter(decode(r.raw)[1]["error"].split(":")[0] for r in letters)
     assert errors == loop.refused
     assert all(decode(r.raw)[1]["topic"] == reports for r in letters)
@@ -236,8 +249,6 @@ def test_producer_rechecks_the_parameters_of_every_new_state(
     never randomised against."""
     from privstream.connectors.ldp_state import StatePublisher
 
-    from privstream.ldp import PublicState
-
     reports, states = unique_topic("reports"), unique_topic("state", compacted=True)
     params, other = HgLdpParams("cnr", 1.0, D, K), HgLdpParams("cnr", 2.0, D, K)
     hot = tuple(range(K))
@@ -249,7 +260,7 @@ def test_producer_rechecks_the_parameters_of_every_new_state(
             parameters=published.public,
             topic=states,
         ) as publisher:
-            publisher.publish(PublicState(version, hot, False))
+            publisher.publish(PublicState(version, hot, False, b"run"))
             publisher.flush()
         if version == 0:
             client = make_client(params, rng=SeededRandomSource(1))
@@ -266,3 +277,71 @@ def test_producer_rechecks_the_parameters_of_every_new_state(
         assert client.state.version == 0
     finally:
         producer.close()
+
+
+def _follow(producer: LdpProducer, state: PublicState) -> None:
+    """Wait until ``producer`` has read ``state`` and adopted it (what submit does before a report)."""
+    deadline = time.monotonic() + 20
+    while producer.randomiser.state != state:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"the producer never took state {state}"
+        latest = producer._state.refresh(timeout_ms=200)  # type: ignore[union-attr]
+        if latest is not None:
+            producer._adopt(latest)
+
+
+def test_clients_follow_the_latest_record_not_an_older_runs_higher_version(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """A server started afresh (new run id) on topics that hold an older run's versions 0..3
+    publishes a new version 0. Clients take the deployment's latest record, not the highest version
+    number: a new producer and a running one both randomise against the new run's version 0, and
+    the new server applies all their reports; a report against the old run's version 0 (the same
+    number) is dead-lettered as a state digest mismatch, never applied."""
+    reports, states = unique_topic("reports", partitions=1), unique_topic("state", compacted=True)
+    params = HgLdpParams("dsr", 2.0, D, K)
+    servers = []
+    for run in (b"old run", b"new run"):
+        server = HgLdpServer(params, rng=SeededRandomSource(run), run_id=run)
+        server.warm_start({i: 9 for i in range(K)})
+        server.start_statistics()
+        servers.append(server)
+    old, new = servers
+    stale_client = make_client(params, rng=SeededRandomSource(1))
+    stale_client.update_state(old.public_state())
+    stale = encode("LdpReport", report_to_record(stale_client.encode(2)))
+    with LdpServerLoop(
+        kafka_broker.bootstrap, old, deployment="dep5", reports_topic=reports, state_topic=states
+    ) as old_loop:
+        old_loop.publish_state()
+        for hot in ((0, 1, 2, 3, 50), (0, 1, 2, 3, 51), (0, 1, 2, 3, 52)):
+            old_loop.publisher.publish(old.history.publish(hot, False))
+        old_loop.publisher.flush()
+        running = LdpProducer(
+            kafka_broker.bootstrap, make_client(params, rng=SeededRandomSource(2)), reports,
+            deployment="dep5", state_topic=states,
+        )  # fmt: skip
+    try:
+        _follow(running, old.history.latest)  # type: ignore[arg-type]
+        assert old.history.latest.version == 3  # type: ignore[union-attr]
+        with LdpServerLoop(
+            kafka_broker.bootstrap, new, deployment="dep5", reports_topic=reports, state_topic=states
+        ) as loop:
+            v0 = loop.publish_state()
+            with LdpProducer(
+                kafka_broker.bootstrap, make_client(params, rng=SeededRandomSource(3)), reports,
+                deployment="dep5", state_topic=states,
+            ) as fresh:  # fmt: skip
+                assert fresh.randomiser.state == v0 and v0.run_id == b"new run"  # type: ignore[attr-defined]
+                for value in _skewed(50, 4):
+                    fresh.submit(value)
+                fresh.flush()
+            _follow(running, v0)
+            for value in _skewed(50, 5):
+                running.submit(value)
+            running.flush()
+            with kafka_broker_producer(kafka_broker.bootstrap) as send:
+                send(reports, stale)
+            loop.run(until=lambda: loop.applied + sum(loop.refused.values()) >= 101, timeout_s=30)
+        assert loop.applied == 100 and loop.refused == {"state digest mismatch": 1}
+    finally:
+        running.close()

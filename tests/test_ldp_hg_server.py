@@ -3,6 +3,7 @@ equivalence, the non-private limits, state versions, inconsistent reports, CNR n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from fractions import Fraction
@@ -18,8 +19,10 @@ from privstream.ldp import (
     LdpReport,
     PublicState,
     StaleStateError,
+    StateDigestError,
     StateHistory,
     make_client,
+    refusal_reason,
 )
 from privstream.ldp.hg_debias import WARM_UP, DebiasedHeavyPart, Phase
 from privstream.noise.rng import SeededRandomSource
@@ -264,7 +267,11 @@ def test_state_versions_and_refusals() -> None:
     bad = LdpReport("hg-dsr", client._canonical, b"\x03", state_version=0)
     with pytest.raises(RuntimeError, match="statistics"):
         server.add(bad)
-    assert server.start_statistics().version == 0
+    v0 = server.start_statistics()
+    assert v0.version == 0
+    with pytest.raises(StateDigestError, match="no state digest"):
+        server.add(bad)  # a report must name the state's digest too
+    bad = dataclasses.replace(bad, state_digest=v0.digest)
     with pytest.raises(InconsistentReportError, match="shrunk"):
         server.add(bad)  # cold item 3 cannot be a shrunk-mode output
     with pytest.raises(StaleStateError) as info:
@@ -367,3 +374,63 @@ def test_unbiased_in_dsr_full_mode_and_bdr_m3_with_switches(scheme: str) -> None
     for h, f in truth.items():
         error = float(estimates[h]) - FROZEN - f
         assert abs(error) <= 4.5 * math.sqrt(float(var[h])), (scheme, h, error, math.sqrt(float(var[h])))
+
+
+class _AlwaysDecays:
+    """A RandomSource whose draws are all 0: every Bernoulli(b^−C) decay succeeds."""
+
+    def randbelow(self, n: int) -> int:
+        return 0
+
+    def randbits(self, n: int) -> int:
+        return 0
+
+
+def test_a_full_mode_dsr_decay_through_insert_output_removes_one_ed_unit() -> None:
+    """Through :meth:`HgLdpServer.insert_output` (not the heavy part directly): in DSR full mode the
+    decay of a miss lowers the weakest cell by exactly 1 in ED's unit p_s − q_s (``ed_decay``), not
+    by 1 in the full phase's own scale p − q (≈ 44 ED units at d = 1000, k = 20, ε = 1, which would
+    evict a cell of ≈ 7.6 units at once). Catches ``decay(weak, 1)`` in ``_decay_weakest``."""
+    params = HgLdpParams("dsr", 1, 1000, 20)
+    server = HgLdpServer(params, rng=SeededRandomSource("unit"))
+    server.warm_start({**dict.fromkeys(range(1, 20), 100), 0: 1})
+    full = server.start_statistics()
+    assert full.dsr_mode == "full"
+    server.insert_output(0, full)  # the weak item's hit: the weakest is now a warm item (≈ 7.6 units)
+    server.use_rng(_AlwaysDecays())
+    weak, before = server.heavy.ed_weakest()
+    assert server.heavy.phase.name == "full" and 5 < before < 10
+    offset = server.heavy.phase.offset * server.heavy.ed_ratio()  # the report's own offset, ED units
+    server.insert_output(999, full)  # a miss (999 is cold): the weakest decays (forced) by one unit
+    assert weak in server.heavy and 999 not in server.heavy
+    assert server.heavy.count(weak) * server.heavy.ed_ratio() == before - offset - 1
+
+
+def test_a_report_must_name_a_state_of_this_run_by_version_and_digest() -> None:
+    """Version numbers restart in a fresh server run and an aborted attempt's version may have had
+    other contents: the digest binds the run id, the version and the contents, and the server
+    refuses a (version, digest) it did not publish in this run ("state digest mismatch")."""
+    a, b = StateHistory(run_id=b"run-a"), StateHistory(run_id=b"run-b")
+    va, vb = a.publish((1, 2), False), b.publish((1, 2), False)
+    assert va.version == vb.version == 0 and va.digest != vb.digest and len(va.digest) == 16
+    replay = StateHistory(run_id=b"run-a")  # the same run, another interleaving after a restore
+    replay.publish((1, 2), False)
+    assert replay.publish((1, 3), True).digest != a.publish((1, 4), True).digest  # both version 1
+    assert replay.get(0, va.digest) == va and replay.get(1).version == 1
+    params = HgLdpParams("dsr", 2.0, 20, 2)
+    servers = []
+    for run in (b"old run", b"new run"):
+        server = HgLdpServer(params, rng=SeededRandomSource(1), run_id=run)
+        server.warm_start({0: 5, 1: 5})
+        server.start_statistics()
+        servers.append(server)
+    old, new = servers
+    assert old.public_state().version == new.public_state().version == 0
+    client = make_client(params, rng=SeededRandomSource(2))
+    client.update_state(old.public_state())
+    report = client.encode(0)
+    old.add(report)
+    with pytest.raises(StateDigestError) as caught:
+        new.add(report)  # same version number, same contents, another run: refused
+    assert refusal_reason(caught.value).startswith("state digest mismatch: state_version 0")
+    assert new.n == 0 and old.n == 1

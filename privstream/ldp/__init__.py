@@ -16,7 +16,7 @@ from privstream.ldp.heavy_guardian import HeavyGuardian
 from privstream.ldp.hg_clients import BdrClient, BgrClient, CnrClient, DsrClient, HgLdpClient, make_client
 from privstream.ldp.hg_params import SCHEMES, HgLdpParams
 from privstream.ldp.hg_server import HgLdpServer, InconsistentReportError, refusal_reason
-from privstream.ldp.hg_state import PublicState, StaleStateError, StateHistory
+from privstream.ldp.hg_state import PublicState, StaleStateError, StateDigestError, StateHistory
 from privstream.ldp.olh import OlhAggregator, OptimisedLocalHashing
 from privstream.ldp.randomiser import FrequencyAggregator, LdpReport, LocalRandomiser
 
@@ -38,6 +38,7 @@ __all__ = [
     "OptimisedLocalHashing",
     "PublicState",
     "StaleStateError",
+    "StateDigestError",
     "StateHistory",
     "make_client",
     "refusal_reason",

@@ -1,7 +1,7 @@
 """HG-LDP client randomisers: BGR, DSR, BDR, CNR (Li et al., arXiv 2311.16062, §4).
 
 Each client holds the latest :class:`~privstream.ldp.hg_state.PublicState` it read and
-randomises an item ``v ∈ {0..d−1}`` against it; the report carries the state's version. Every
+randomises an item ``v ∈ {0..d−1}`` against it; the report carries the state's version and digest. Every
 random choice is an exact GRR draw (:class:`~privstream.ldp.grr.GeneralizedRandomizedResponse`,
 one CSPRNG ``randbelow``) or a uniform ``randbelow``; no probability is a float.
 
@@ -106,12 +106,16 @@ class HgLdpClient(LocalRandomiser):
         return check_value(value, self.d)
 
     def encode(self, value: object) -> LdpReport:
-        """Randomise ``value`` against the latest public state; the report carries its version."""
+        """Randomise ``value`` against the latest public state; the report carries its version and
+        digest (without a state read, version 0 and no digest: an HG-LDP server refuses it)."""
         state = self.state
         output = self.randomise(self.index_of(value), state)
-        version = 0 if state is None else state.version
         return LdpReport(
-            self.scheme, self._canonical, output.to_bytes(self._width, "big"), state_version=version
+            self.scheme,
+            self._canonical,
+            output.to_bytes(self._width, "big"),
+            state_version=0 if state is None else state.version,
+            state_digest=b"" if state is None else state.digest,
         )
 
     @abstractmethod

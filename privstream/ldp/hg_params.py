@@ -37,6 +37,14 @@ DEFAULT_ALPHA = Fraction(1, 3)
 DEFAULT_LIGHT_CELLS = 5
 #: DSR/BDR switch when the weakest heavy count is at most τ = 1 (the released code's threshold; docs/ldp.md).
 EVICTION_THRESHOLD = 1
+#: Every randomiser here is pure ε-LDP (paper §2, Def. 2.1): δ = 0.
+LDP_DELTA = 0.0
+#: Local DP's neighbour relation (Def. 2.1): the guarantee bounds the ratio of one report's output
+#: distributions for any two inputs; releases are post-processing of the reports.
+LDP_NEIGHBOUR_RELATION = (
+    "local DP: any two items v, v' of one report (one client's item at one time), every other report "
+    "unchanged; the public warm-up (raw, warm_up_items) is not covered"
+)
 
 
 def _ratio(epsilon: Fraction, name: str) -> Fraction:

@@ -4,7 +4,8 @@ Lifecycle (docs/ldp.md): ``warm_up``/``warm_start`` fill the heavy part with raw
 ``start_statistics`` fixes γ_h (BDR/CNR) and opens the statistics phase, then every report goes
 through :meth:`HgLdpServer.add` and :meth:`HgLdpServer.heavy_hitters` answers queries.
 
-Insert per scheme, applied with the public state version the client used (:class:`StateHistory`):
+Insert per scheme, applied with the public state (version and digest) the client used
+(:class:`StateHistory`):
 
 * BGR (Algorithm 1): ED_Insert(y); a dropped item is not recorded (λ_l = 0).
 * DSR (Algorithms 3–4): the report's mode (full / shrunk, from the client's state) selects the
@@ -35,7 +36,7 @@ import numpy as np
 from privstream.ldp.heavy_guardian import CellPart, decays
 from privstream.ldp.hg_debias import DebiasedHeavyPart, Phase
 from privstream.ldp.hg_params import EVICTION_THRESHOLD, HgLdpParams
-from privstream.ldp.hg_state import PublicState, StaleStateError, StateHistory
+from privstream.ldp.hg_state import PublicState, StaleStateError, StateDigestError, StateHistory
 from privstream.ldp.randomiser import FrequencyAggregator, LdpReport
 from privstream.noise.rng import RandomSource, resolve
 from privstream.validation import check_int
@@ -53,8 +54,11 @@ class InconsistentReportError(ValueError):
 
 def refusal_reason(exc: ValueError) -> str:
     """The dead-letter reason of a report :meth:`HgLdpServer.add` refused (one mapping for the
-    Kafka loop and the Flink operator): ``stale-state (unknown|too-old)``, ``inconsistent`` or
-    ``rejected`` (another scheme, other parameters, a malformed payload), then the message."""
+    Kafka loop and the Flink operator): ``stale-state (unknown|too-old)``, ``state digest
+    mismatch``, ``inconsistent`` or ``rejected`` (another scheme, other parameters, a malformed
+    payload), then the message."""
+    if isinstance(exc, StateDigestError):
+        return f"{exc.reason}: {exc}"
     if isinstance(exc, StaleStateError):
         return f"stale-state ({exc.reason}): {exc}"
     if isinstance(exc, InconsistentReportError):
@@ -72,6 +76,7 @@ class HgLdpServer(FrequencyAggregator):
         gamma_h: Fraction | None = None,
         max_lag: int = 1024,
         rng: RandomSource | None = None,
+        run_id: bytes | None = None,
     ) -> None:
         if not isinstance(params, HgLdpParams):
             raise TypeError(f"params: expected HgLdpParams, got {type(params).__name__}")
@@ -82,7 +87,7 @@ class HgLdpServer(FrequencyAggregator):
         self._rng = resolve(rng)
         self.heavy = DebiasedHeavyPart(params.k)
         self.light = CellPart(params.light_cells or 0, params.decay_base, self._rng)
-        self.history = StateHistory(max_lag)
+        self.history = StateHistory(max_lag, run_id)  # run_id: random unless given
         self.gamma_h = gamma_h
         self.warm_up_items = 0
         self._n = 0
@@ -90,6 +95,11 @@ class HgLdpServer(FrequencyAggregator):
         self._canonical = LdpReport.canonical_parameters(params.public)
         self._phases: dict[str, Phase] = {}
         self.bottom = params.domain_size
+
+    @property
+    def rng(self) -> RandomSource:
+        """The source of the server's ED decays (heavy and light part)."""
+        return self._rng
 
     def use_rng(self, rng: RandomSource) -> None:
         """Draw the server's ED decays from ``rng`` from now on (e.g. the CSPRNG after a public,
@@ -182,8 +192,9 @@ class HgLdpServer(FrequencyAggregator):
         return self._n
 
     def add(self, report: LdpReport) -> None:
-        """Insert one report, randomised against the state version it names (raises
-        :class:`~privstream.ldp.hg_state.StaleStateError` or :class:`InconsistentReportError`)."""
+        """Insert one report, randomised against the state (version and digest) it names (raises
+        :class:`~privstream.ldp.hg_state.StaleStateError`,
+        :class:`~privstream.ldp.hg_state.StateDigestError` or :class:`InconsistentReportError`)."""
         self._require_phase(statistics=True)
         if not (
             isinstance(report, LdpReport)
@@ -198,8 +209,10 @@ class HgLdpServer(FrequencyAggregator):
         if y > self.bottom:
             raise ValueError(f"report: output {y} outside 0..{self.bottom}")
         # Every scheme names a version it read (BGR too: its randomiser ignores the state, but a
-        # report against an unknown or dropped version is refused alike; docs/ldp.md).
-        self.insert_output(y, self.history.get(report.state_version))
+        # report against an unknown or dropped version is refused alike; docs/ldp.md), and the
+        # digest of that state: a version number of another server run or of an aborted attempt
+        # names another state (hg_state), so the pair must be a state of this run.
+        self.insert_output(y, self.history.get(report.state_version, report.state_digest))
 
     def insert_output(self, y: int, state: PublicState | None) -> None:
         """Insert a decoded output ``y`` (``d`` = ⊥) randomised against ``state`` (None for BGR)."""

@@ -1,7 +1,8 @@
 """The local-randomiser interface and the report type (the only thing an LDP client sends).
 
-An :class:`LdpReport` holds the scheme name, its public parameters, the public state version the
-client randomised against (HG-LDP; 0 for stateless schemes) and the randomised payload. It is
+An :class:`LdpReport` holds the scheme name, its public parameters, the public state version and
+digest the client randomised against (HG-LDP; 0 and empty for stateless schemes) and the
+randomised payload. It is
 built only by a randomiser's :meth:`LocalRandomiser.encode`; it never contains the raw value, and
 transport code (``privstream.connectors.ldp_producer``) accepts nothing else.
 """
@@ -26,10 +27,14 @@ class LdpReport:
     payload: bytes  #: scheme-specific randomised output
     state_version: int = 0
     report_time_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: HG-LDP: the digest of the state the client randomised against (hg_state.state_digest)
+    state_digest: bytes = b""
 
     def __post_init__(self) -> None:
         if not isinstance(self.payload, bytes):
             raise TypeError(f"payload: expected bytes, got {type(self.payload).__name__}")
+        if not isinstance(self.state_digest, bytes):
+            raise TypeError(f"state_digest: expected bytes, got {type(self.state_digest).__name__}")
         if not isinstance(self.scheme, str) or not self.scheme:
             raise ValueError(f"scheme: expected a non-empty str, got {self.scheme!r}")
 
