@@ -19,7 +19,10 @@ the count-based relation "replace one event at a fixed position of its shard", o
 disjoint (parallel composition), so the launcher charges the privacy ledger **once per submission**
 (read to its end first, fail closed: :func:`~privstream.connectors.ledger_topic.read_ledger`) and
 every release names that entry. A restore from a checkpoint does not charge again (it is the same
-submission and replays identical noise); a new submission, also one resuming a savepoint, does.
+submission and replays identical noise). A new submission resuming a savepoint charges again and
+re-keys the restored sketches (:meth:`privstream.window.DPSWSketch.rekey`: fresh noise for every
+substream still under construction and every later one), so two submissions never share noise on
+data that differs; a savepoint of other settings or of older noise is refused (start afresh).
 
 All sinks are transactional (exactly once across a restore; readers use ``read_committed``). The
 job is unbounded: stop it when done.
@@ -243,7 +246,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hash-seed", type=int, default=0, help="the public hash seed")
     p.add_argument("--domain-size", type=int, required=True, help="declared domain: items 0..d-1")
     p.add_argument("--queries", default=None, help="public query items, comma list (default: the domain)")
-    p.add_argument("--gamma", type=float, required=True, help="γ: heavy hitters have ≥ γ·w of the window")
+    p.add_argument(
+        "--gamma",
+        type=float,
+        required=True,
+        help="γ: heavy hitters have ≥ γ·w of the window (must exceed ζ = e/width)",
+    )
     p.add_argument("--releases-topic", default="window-releases")
     p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
     p.add_argument("--ledger-topic", default="ledger")

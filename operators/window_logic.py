@@ -30,17 +30,24 @@ query set and the γ-heavy hitters of the declared domain (Alg. 3 lines 6–9), 
 Shards release **independently**; summing their estimates is post-processing of parallel mechanisms.
 
 Its whole state is the core sketch's versioned binary state (:meth:`DPSWSketch.to_bytes`,
-:mod:`privstream.window.state`) plus a refusal reason once a misrouted message was seen (fail closed,
-as the heavy-hitters job). Noise is keyed: shard s's key is HMAC-SHA256(submission key, s), the
-submission key being a CSPRNG secret the launcher draws (tests inject it); the key then lives in the
-sketch's state, so a replay after a restore redraws identical noise and a release left in an aborted
-Kafka transaction equals its committed replay.
+:mod:`privstream.window.state`), the shard's binding (:meth:`WindowSettings.binding`: shard count,
+shard key, declared domain, which the sketch does not hold) and a refusal reason once a misrouted
+message was seen (fail closed, as the heavy-hitters job). Noise is keyed: shard s's key is
+HMAC-SHA256(submission key, s), the submission key being a CSPRNG secret the launcher draws (tests
+inject it); the key then lives in the sketch's state, so a replay after a restore of the same
+submission redraws identical noise and a release left in an aborted Kafka transaction equals its
+committed replay. A restored state is refused unless its parameters and binding are this job's; a
+state whose key is not this submission's (a new submission resuming a savepoint) is re-keyed
+(:meth:`DPSWSketch.rekey`): its incomplete substreams get fresh noise, so no two submissions share
+noise on data that differs, and each submission is charged to the ledger.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,7 +62,9 @@ from privstream.operators.routing import SHARD_KEYS, routing_error
 from privstream.noise.rng import new_noise_key
 from privstream.validation import check_int
 from privstream.window import DPSWParams, DPSWSketch, Windowing, dpsw_params
-from privstream.window.params import shard_relation
+from privstream.window.params import check_gamma, shard_relation
+
+logger = logging.getLogger(__name__)
 
 Output = tuple[Literal["release", "state", "dead-letter"], bytes]
 
@@ -120,8 +129,12 @@ class WindowSettings:
         self.params  # noqa: B018 - validates window, substream, checkpoints/alpha, budget, depth, width
         check_int("domain_size", self.domain_size)
         check_int("shards", self.shards)
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, int | float) or not 0 < self.gamma < 1:
-            raise ValueError(f"gamma: must be in (0, 1), got {self.gamma!r}")
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, int | float):
+            raise ValueError(f"gamma (--gamma): must be a number in (0, 1), got {self.gamma!r}")
+        try:  # the heavy-hitter threshold (gamma - zeta)*w must be positive (DPSW Alg. 3 line 8)
+            check_gamma(self.gamma, self.params.zeta)
+        except ValueError as exc:
+            raise ValueError(f"gamma (--gamma): {exc}") from None
         if self.shard_key not in SHARD_KEYS:
             raise ValueError(f"shard_key: must be one of {SHARD_KEYS}, got {self.shard_key!r}")
         if self.queries is not None:
@@ -214,11 +227,29 @@ class WindowSettings:
     def new_sketch(self, shard: int) -> DPSWSketch:
         return DPSWSketch(self.params, domain=range(self.domain_size), noise_key=self.shard_noise_key(shard))
 
+    def binding(self, shard: int) -> str:
+        """What shard ``shard``'s saved state is bound to beyond the sketch's parameters (which its
+        state holds): the shard, the shard count and key of the partitioner (a state resumed under
+        another partition would mix two hash classes in one window) and the declared domain of the
+        heavy-hitter query. The operator keeps it next to the sketch; a restore checks it."""
+        return (
+            f"shard {shard} of {self.shards} (a hash of the {self.shard_key}); "
+            f"domain 0..{self.domain_size - 1}"
+        )
+
 
 class WindowShardLogic:
     """See the module docstring. ``state``: a previous :meth:`to_bytes` (after a restore);
     ``refused``: a previous :attr:`refused` (the operator keeps it in state next to the sketch);
-    ``expose_states`` (TESTS ONLY): a ``("state", SketchSnapshot bytes)`` output after every release."""
+    ``binding``: the :meth:`WindowSettings.binding` stored with ``state`` (checked when given; the
+    operator always stores and passes it); ``expose_states`` (TESTS ONLY): a ``("state",
+    SketchSnapshot bytes)`` output after every release.
+
+    A restored state must have been built with this job's parameters and binding (else ValueError:
+    restore with the same options, or start afresh). If its noise key is not this submission's
+    shard key — a new submission resuming a savepoint, not a failover of the same submission — it
+    is re-keyed (:meth:`DPSWSketch.rekey`; deterministic, so a failover before the re-keyed state is
+    stored re-keys identically)."""
 
     def __init__(
         self,
@@ -227,21 +258,39 @@ class WindowShardLogic:
         state: bytes | None = None,
         refused: str | None = None,
         expose_states: bool = False,
+        binding: str | None = None,
     ) -> None:
         self.settings = settings
         self.expose_states = expose_states
         self.shard = shard
         self.refused = refused
+        self.binding = settings.binding(shard)
         if state is None:
             self.sketch = settings.new_sketch(shard)
-        else:
-            self.sketch = DPSWSketch.from_bytes(state, domain=range(settings.domain_size))
-            if self.sketch.params != settings.params:  # e.g. a count savepoint under --windowing event-time
-                raise ValueError(
-                    f"shard {shard}: the restored sketch was built with other parameters "
-                    f"(windowing {self.sketch.params.windowing.value}, w {self.sketch.params.window}, W "
-                    f"{self.sketch.params.substream}); restore with the same options, or start afresh"
-                )
+            return
+        self.sketch = DPSWSketch.from_bytes(state, domain=range(settings.domain_size))
+        self._check_restored(binding)
+        key = settings.shard_noise_key(shard)
+        if self.sketch.noise_key != key:
+            self.sketch.rekey(key)  # a new submission: never the old run's noise on new data
+            logger.info("shard %d: a state of another submission, re-keyed (fresh noise)", shard)
+
+    def _check_restored(self, binding: str | None) -> None:
+        """Refuse a restored sketch built with other parameters (e.g. another ε, w or W, or a count
+        savepoint under --windowing event-time) or another binding (shards, shard key, domain)."""
+        got, want = self.sketch.params, self.settings.params
+        diff = [
+            f"{f.name} {getattr(got, f.name)} (now {getattr(want, f.name)})"
+            for f in dataclasses.fields(got)
+            if getattr(got, f.name) != getattr(want, f.name)
+        ]
+        if binding is not None and binding != self.binding:
+            diff.append(f"{binding!r} (now {self.binding!r})")
+        if diff:
+            raise ValueError(
+                f"shard {self.shard}: the restored sketch was built with other parameters: "
+                f"{'; '.join(diff)}; restore with the same options, or start afresh"
+            )
 
     def to_bytes(self) -> bytes:
         """The sketch's binary state (byte-identical to the core sketch fed the same items)."""
@@ -371,6 +420,7 @@ class WindowShardLogic:
         estimates = sketch.estimate_batch(queries).tolist()
         n = settings.window_items  # event time: the public bound on items per window; count: None (w)
         bar = sketch.heavy_threshold(settings.gamma, window_items=n)
+        heavy: list[tuple[Any, int]]
         if settings.queries is None:  # the queries are the whole domain in order: filter, not re-estimate
             heavy = [(q, e) for q, e in zip(queries, estimates, strict=True) if e >= bar]
         else:

@@ -5,8 +5,12 @@ Wang–Wang–Chen KDD 2024, Alg. 2). Its keyed ``ValueState`` is the shard sket
 state (:meth:`~privstream.window.DPSWSketch.to_bytes`), updated after every message that changed it
 (items counted, or, in event time, the clock moved by an ``EpochWatermark`` punctuation) and
 checkpointed with the Kafka source offsets, so a restore replays exactly the messages after the
-checkpoint into exactly that sketch (whose keyed noise redraws the same values). A second
-``ValueState`` holds the refusal reason once a misrouted message was seen (fail closed). Main
+checkpoint into exactly that sketch (whose keyed noise redraws the same values; a new submission
+resuming a savepoint re-keys it: :class:`~privstream.operators.window_logic.WindowShardLogic`). A
+second ``ValueState`` holds the shard's binding (shard count, shard key, domain:
+:meth:`~privstream.operators.window_logic.WindowSettings.binding`, which the sketch state does not
+hold; written with the sketch state, checked on restore), a third the refusal reason once a
+misrouted message was seen (fail closed). Main
 output: ``WindowRelease`` bytes; side outputs: dead letters (:data:`DEAD_LETTERS`) and, for tests
 only, the state after every release as ``SketchSnapshot`` bytes (:data:`STATES`).
 """
@@ -49,6 +53,7 @@ class WindowShardFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         self.sketch = runtime_context.get_state(ValueStateDescriptor("dpsw-sketch", BYTES))
         self.refused = runtime_context.get_state(ValueStateDescriptor("refused", Types.STRING()))
+        self.binding = runtime_context.get_state(ValueStateDescriptor("binding", Types.STRING()))
         self._logic: dict[int, WindowShardLogic] = {}  # shard -> sketch; rebuilt after every restore
 
     def _shard(self, shard: int) -> WindowShardLogic:
@@ -56,7 +61,10 @@ class WindowShardFunction(KeyedProcessFunction):
         if logic is None:
             stored = self.sketch.value()
             state = None if stored is None else bytes(stored)
-            logic = WindowShardLogic(self.settings, shard, state, self.refused.value(), self.expose_states)
+            binding = None if state is None else (self.binding.value() or "(none stored)")
+            logic = WindowShardLogic(
+                self.settings, shard, state, self.refused.value(), self.expose_states, binding
+            )
             self._logic[shard] = logic
         return logic
 
@@ -72,6 +80,8 @@ class WindowShardFunction(KeyedProcessFunction):
             raise
         if (logic.sketch.items, logic.sketch.clock) != seen:  # event time: a punctuation moves the clock
             self.sketch.update(logic.to_bytes())
+            if self.binding.value() != logic.binding:
+                self.binding.update(logic.binding)
         if logic.refused != refused:
             self.refused.update(logic.refused)
         for kind, data in outputs:

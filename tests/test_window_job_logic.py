@@ -7,6 +7,7 @@ bad parameters are refused naming their option."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import hmac
 
@@ -136,6 +137,8 @@ def test_malformed_misrouted_and_punctuation_messages() -> None:
         ({"width": 0}, "width"),
         ({"domain_size": 0}, "domain_size"),
         ({"gamma": 1.5}, "gamma"),
+        ({"gamma": 0.04}, "--gamma.*zeta"),  # ζ = e/64 ≈ 0.042: threshold (γ − ζ)w <= 0
+        ({"gamma": 0.04, "width": 2}, "zeta"),  # the default ζ = e/2 >= 1
         ({"shards": 0}, "shards"),
         ({"queries": (1, DOMAIN)}, "queries"),
         ({"shard_key": "position"}, "shard_key"),
@@ -465,3 +468,121 @@ def test_a_state_of_other_parameters_is_refused_on_restore() -> None:
     count.add(_stream(10))
     with pytest.raises(ValueError, match="other parameters"):
         WindowShardLogic(_event_settings(), 0, count.to_bytes())
+
+
+# ---------------------------------------------------------------------------- restores
+
+
+def _estimates(outputs: list) -> list[tuple[int, np.ndarray]]:
+    releases = [decode(b)[1] for k, b in outputs if k == "release"]
+    return [(r["position"], np.array([e["estimate"] for e in r["estimates"]])) for r in releases]
+
+
+def test_two_new_submissions_resuming_one_state_share_no_noise() -> None:
+    """The audit's reuse scenario: one saved state (w = 40, W = 10, 15 items: substream 1 half
+    built) resumed by two new submissions (each its own submission key) with different
+    continuations. Before re-keying both added the old key's noise to the half-built and every
+    later substream, so at T = 40 and 50 (windows [1, 40] and [11, 50], after the restore) the
+    difference of their estimates was exactly the difference of their counts. Re-keyed, it differs
+    on most items (each differs by a difference of independent noise; fixed keys: deterministic).
+    A resume by the same submission (a failover) still replays the uninterrupted run exactly."""
+    base = dict(window=40, substream=10, depth=1, width=4096, epsilon=0.5, delta=1e-6, domain_size=20,
+                gamma=0.2, shards=1, queries=None, checkpoints=None, budget_ratio=None)  # fmt: skip
+    rng = np.random.default_rng(1)
+    prefix, a, b = rng.integers(0, 20, 15), rng.integers(0, 20, 40), rng.integers(0, 20, 40)
+    first = WindowShardLogic(_settings(**base), 0)
+    first.add(prefix)
+    saved = first.to_bytes()
+    runs = []
+    for more, key in ((a, bytes([1]) * 32), (b, bytes([2]) * 32)):
+        resumed = WindowShardLogic(_settings(**base, submission_key=key), 0, saved)
+        assert resumed.sketch.noise_key == resumed.settings.shard_noise_key(0) != first.sketch.noise_key
+        runs.append(_estimates(resumed.add(more)))
+    full_a, full_b = np.concatenate([prefix, a]), np.concatenate([prefix, b])
+    checked = 0
+    for (t, est_a), (t_b, est_b) in zip(*runs, strict=True):
+        assert t == t_b
+        if t < 40:
+            continue
+        exact = np.bincount(full_a[t - 40 : t], minlength=20) - np.bincount(full_b[t - 40 : t], minlength=20)
+        same = int(((est_a - est_b) == exact).sum())
+        assert same <= 4, (t, same)  # 20 items: with shared noise all 20 were equal
+        checked += 1
+    assert checked == 2
+    failover = WindowShardLogic(_settings(**base), 0, saved)  # the same submission: no re-key
+    whole = WindowShardLogic(_settings(**base), 0)
+    expected = _estimates(whole.add(full_a))
+    got = _estimates(failover.add(a))
+    assert len(got) == 4 and all(
+        t == u and (x == y).all() for (t, x), (u, y) in zip(got, expected[1:], strict=True)
+    )
+    assert failover.to_bytes() == whole.to_bytes()
+
+
+def test_a_state_of_other_settings_or_binding_is_refused_on_restore() -> None:
+    """The audit's repro (built with ε = 4, w = 40, W = 10; resumed with ε = 0.5, w = 20, W = 5)
+    is refused naming the parameters; so is a state bound to another shard count, shard key or
+    domain (the operator stores the binding next to the sketch)."""
+    built = _settings(window=40, substream=10, epsilon=4.0, checkpoints=None, budget_ratio=None)
+    logic = WindowShardLogic(built, 0)
+    logic.add(list(range(15)))
+    state = logic.to_bytes()
+    other = _settings(window=20, substream=5, epsilon=0.5, checkpoints=None, budget_ratio=None,
+                      submission_key=bytes(32 * [7]))  # fmt: skip
+    with pytest.raises(ValueError, match="other parameters: window 40 .now 20.; substream 10 .now 5.") as err:
+        WindowShardLogic(other, 0, state)
+    assert "epsilon 4 (now 1/2)" in str(err.value) and "start afresh" in str(err.value)
+    binding = built.binding(0)
+    assert WindowShardLogic(built, 0, state, binding=binding).to_bytes() == state
+    for change in ({"shards": 3}, {"shard_key": "user"}, {"domain_size": DOMAIN + 1}):
+        with pytest.raises(ValueError, match="other parameters: 'shard 0 of 2"):
+            WindowShardLogic(dataclasses.replace(built, **change), 0, state, binding=binding)
+    with pytest.raises(ValueError, match="none stored"):
+        WindowShardLogic(built, 0, state, binding="(none stored)")
+
+
+# ---------------------------------------------------------------------------- heavy hitters (default)
+
+
+def zero_noise(sigma2: object, count: int) -> np.ndarray:
+    """Noise disabled (tests only): estimates equal the counts where no bucket collides."""
+    return np.zeros(count, dtype=np.int64)
+
+
+def test_default_heavy_hitters_filter_the_estimates_as_the_core() -> None:
+    """With no --queries (the CLI default) the release filters its estimates of the whole domain
+    instead of asking the core again: the result must equal the core's heavy_hitters, at every
+    release, keyed noise."""
+    settings = _settings(queries=None)
+    items = _stream(900, seed=3)
+    mine = items[partition_for(items, SHARDS) == 1]
+    logic, ref = WindowShardLogic(settings, 1), _reference(settings, 1)
+    releases = [decode(b)[1] for k, b in logic.add(mine) if k == "release"]
+    assert len(releases) >= 4
+    for k, release in enumerate(releases):
+        ref.update_batch(mine[k * W : (k + 1) * W])
+        heavy = [(h["item"], h["estimate"]) for h in release["heavy_hitters"]]
+        assert heavy == ref.heavy_hitters(GAMMA) and release["heavy_threshold"] == ref.heavy_threshold(GAMMA)
+    assert any(release["heavy_hitters"] for release in releases)
+
+
+def test_default_heavy_hitters_include_an_estimate_exactly_at_the_threshold() -> None:
+    """Zero noise and items in distinct buckets: counts bar − 1, bar, bar + 1 in the window; the
+    threshold ⌈(γ − ζ)w⌉ is inclusive (Alg. 3 line 8: f̂ >= (γ − ζ)w)."""
+    settings = _settings(queries=None, width=512)
+    logic = WindowShardLogic(settings, 0)
+    logic.sketch = DPSWSketch(settings.params, domain=range(DOMAIN), noise=zero_noise)
+    bar = logic.sketch.heavy_threshold(GAMMA)
+    buckets = logic.sketch._hashes.buckets(np.arange(DOMAIN))
+    alone = [i for i in range(DOMAIN) if all((row == row[i]).sum() == 1 for row in buckets)]
+    below, at, above, filler = alone[:4]
+    counts = {below: bar - 1, at: bar, above: bar + 1}
+    window = [x for x, c in counts.items() for _ in range(c)]
+    window += [filler] * (WINDOW - len(window))
+    assert 0 < bar <= WINDOW // 4 and filler != at
+    [*_, (kind, data)] = logic.add(np.array(window))
+    release = decode(data)[1]
+    heavy = dict((h["item"], h["estimate"]) for h in release["heavy_hitters"])
+    assert kind == "release" and release["heavy_threshold"] == bar
+    assert heavy == {at: bar, above: bar + 1, filler: WINDOW - 3 * bar}  # not below (bar − 1)
+    assert heavy == dict(logic.sketch.heavy_hitters(GAMMA))

@@ -198,3 +198,179 @@ def test_the_shard_relation_is_the_count_epoch_relation() -> None:
         window=40, substream=10, alpha=0.5, rho=0.1, depth=2, width=8, windowing=Windowing.EVENT_TIME
     )
     assert "rho_all/2" in shard_relation(event)
+
+
+# ---------------------------------------------------------------------------- keyed noise: re-keying
+
+KEY, NEW_KEY = bytes(range(32)), bytes(range(1, 33))
+
+
+def keyed(key: bytes = KEY, windowing: Windowing = Windowing.COUNT) -> DPSWSketch:
+    p = dpsw_params(
+        window=40, substream=10, alpha=0.5, rho=0.1, depth=2, width=8, windowing=windowing, origin=1
+    )
+    return DPSWSketch(p, noise_key=key)
+
+
+def test_rekey_redraws_exactly_the_incomplete_substreams() -> None:
+    """DPSWSketch.rekey: the old key's noise is regenerated and subtracted exactly, so an incomplete
+    substream then holds what a sketch keyed with the new key from the start holds (its counters
+    plus the new key's noise); complete substreams keep their tables; later substreams draw from the
+    new key; the re-keyed state round-trips with the new key."""
+    items = [i % 5 for i in range(35)]  # substreams 0..2 complete, 3 half built
+    old, fresh = keyed(), keyed(NEW_KEY)
+    old.update_batch(items)
+    fresh.update_batch(items)
+    before = {s.index: s.tables.copy() for s in old.substreams()}
+    old.rekey(NEW_KEY)
+    assert old.noise_key == NEW_KEY
+    for sub, ref in zip(old.substreams(), fresh.substreams(), strict=True):
+        if sub.complete:
+            assert sub.tables.tobytes() == before[sub.index].tobytes(), sub.index
+        else:
+            assert sub.index == 3 and sub.tables.tobytes() == ref.tables.tobytes()
+            assert sub.tables.tobytes() != before[3].tobytes()
+    for s in (old, fresh):
+        s.update_batch(items)  # substreams 4..6 created after the re-key: the new key's noise
+    assert [s.tables.tobytes() for s in old.substreams()] == [s.tables.tobytes() for s in fresh.substreams()]
+    restored = DPSWSketch.from_bytes(old.to_bytes())
+    assert restored.noise_key == NEW_KEY and restored.to_bytes() == old.to_bytes()
+
+
+def test_rekey_in_event_time_redraws_the_current_and_the_next_substream() -> None:
+    old, fresh = keyed(windowing=Windowing.EVENT_TIME), keyed(NEW_KEY, Windowing.EVENT_TIME)
+    for s in (old, fresh):
+        s.update(1, 5)
+        s.advance_to(14)
+        s.update_batch([2, 3], [15, 25])  # 25 lies one substream ahead of the clock 14
+    complete = {s.index: s.tables.tobytes() for s in old.substreams() if s.complete}
+    old.rekey(NEW_KEY)
+    subs = list(old.substreams())
+    assert [s.index for s in subs if not s.complete] == [1, 2]
+    for sub, ref in zip(subs, fresh.substreams(), strict=True):
+        expected = complete[sub.index] if sub.complete else ref.tables.tobytes()
+        assert sub.tables.tobytes() == expected
+
+
+def test_rekey_to_the_same_key_and_at_a_substream_end() -> None:
+    sketch = keyed()
+    sketch.update_batch(list(range(17)))
+    data = sketch.to_bytes()
+    sketch.rekey(KEY)  # the same key: a failover of the same run, nothing changes
+    assert sketch.to_bytes() == data
+    sketch.update_batch(list(range(3)))  # clock 20: a substream end, nothing under construction
+    tables = [s.tables.tobytes() for s in sketch.substreams()]
+    sketch.rekey(NEW_KEY)
+    assert [s.tables.tobytes() for s in sketch.substreams()] == tables and sketch.noise_key == NEW_KEY
+    new = keyed()
+    new.rekey(NEW_KEY)  # before any substream: only the key changes
+    assert new.to_bytes() == keyed(NEW_KEY).to_bytes()
+
+
+def zero(sigma2: Fraction, count: int) -> np.ndarray:
+    return np.zeros(count, dtype=np.int64)
+
+
+def test_rekey_refuses_what_cannot_be_regenerated_and_changes_nothing() -> None:
+    """Unkeyed noise (CSPRNG, a seeded rng, an injected sampler) cannot be regenerated; a bad key is
+    named; a state of another noise version (the sampler's bit-to-sample mapping or the context
+    changed) cannot be re-keyed: start afresh."""
+    p = keyed().params
+    for sketch in (DPSWSketch(p), DPSWSketch(p, rng=SeededRandomSource(1)), DPSWSketch(p, noise=zero)):
+        sketch.update_batch([1, 2, 3])
+        data = sketch.to_bytes()
+        with pytest.raises(ValueError, match="only a keyed sketch"):
+            sketch.rekey(NEW_KEY)
+        assert sketch.to_bytes() == data
+    with pytest.raises(ValueError, match="noise"):
+        DPSWSketch(p, noise=zero, noise_key=KEY)  # an injected sampler would shadow the key
+    sketch = keyed()
+    sketch.update_batch([1, 2, 3])
+    data = sketch.to_bytes()
+    with pytest.raises(ValueError, match="key"):
+        sketch.rekey(b"short")
+    old = DPSWSketch.from_bytes(forged(sketch, noise_version="v2"))
+    assert old.noise_version == "v2"
+    with pytest.raises(ValueError, match="start afresh"):
+        old.rekey(NEW_KEY)
+    assert old.to_bytes() == forged(sketch, noise_version="v2") and sketch.to_bytes() == data
+    old.rekey(KEY)  # the same key: nothing to regenerate, nothing refused
+    with pytest.raises(SketchFormatError, match="noise version"):
+        DPSWSketch.from_bytes(forged(sketch, noise_version="x"))
+
+
+def test_a_layout_1_state_is_refused_naming_what_to_do() -> None:
+    """Layout 1 did not record the noise version (v1 or v2 was drawn): strictly refused."""
+    from privstream.sketches.binary_format import decode_envelope, encode_envelope
+    from privstream.window.state import DPSW_STATE_CODE
+
+    sketch = keyed()
+    sketch.update_batch([1, 2, 3])
+    head, payload = decode_envelope(sketch.to_bytes(), DPSW_STATE_CODE, 11, "DPSW state")
+    old = encode_envelope(DPSW_STATE_CODE, [1, *head[1:]], payload)
+    with pytest.raises(SketchFormatError, match="layout 1.*start afresh"):
+        DPSWSketch.from_bytes(old)
+
+
+# ---------------------------------------------------------------------------- keyed noise: independence
+
+
+def test_keyed_noise_tables_are_pairwise_distinct_within_and_across_substreams() -> None:
+    """Every PCMS of every substream must get its own noise (Lemma 4.1 composes independent
+    Gaussian mechanisms). With no data, the tables are pure keyed noise: the 2|I| − 1 tables of the
+    substreams under construction and the |I| kept tables of the complete ones must be pairwise
+    different. This catches a substream-independent DRBG context (every substream the same noise)
+    and a generator restarted per table (prefix_j = suffix_j, the same variance, equal tables).
+
+    False failure: two independent tables of a·b = 48 discrete Gaussians with σ² = a/ρ_j >= 30
+    are equal with probability <= (max pmf)^48 <= (1/√(2π·30))^48 < 10^-50 per pair; there are fewer
+    than 10^3 pairs here (and the key is fixed, so the outcome is deterministic)."""
+    p = dpsw_params(
+        window=40, substream=10, alpha=0.5, rho=0.1, depth=3, width=16, windowing=Windowing.EVENT_TIME
+    )
+    assert min(pcms_variance(3, rho) for rho in p.budgets) >= 30
+    sketch = DPSWSketch(p, noise_key=KEY)
+    sketch.advance_to(34)  # substreams 0..2 complete, 3 under construction
+    sketch.update(1, 45)  # and 4, one substream ahead (one event: +1 in 3 counters of its tables)
+    tables = [t.tobytes() for s in sketch.substreams() for t in s.tables]
+    assert len(tables) == 3 * len(p.checkpoints) + 2 * (2 * len(p.checkpoints) - 1)
+    assert len(set(tables)) == len(tables)
+    sketch.rekey(NEW_KEY)  # the re-drawn tables too, against each other and the kept ones
+    tables = [t.tobytes() for s in sketch.substreams() for t in s.tables]
+    assert len(set(tables)) == len(tables)
+
+
+# ---------------------------------------------------------------------------- γ vs ζ; the guarantee
+
+
+def test_gamma_must_exceed_zeta_and_the_default_zeta_must_be_below_one() -> None:
+    """DPSW Alg. 3 line 8: the threshold (γ − ζ)·w; γ <= ζ would report the whole domain."""
+    with pytest.raises(ValueError, match="zeta.*width 2"):
+        dpsw_params(window=40, substream=10, alpha=0.5, rho=0.1, depth=2, width=2)  # e/2 = 1.36
+    p = dpsw_params(window=40, substream=10, alpha=0.5, rho=0.1, depth=2, width=8)  # ζ = e/8 ≈ 0.34
+    sketch = DPSWSketch(p, domain=range(4), noise=zero)
+    sketch.update_batch([1] * 40)
+    for gamma in (0.3, p.zeta, float(p.zeta)):
+        for query in (sketch.heavy_threshold, sketch.heavy_hitters):
+            with pytest.raises(ValueError, match="gamma: must exceed zeta"):
+                query(gamma)
+    assert sketch.heavy_threshold(p.zeta + Fraction(1, 40)) == 1
+    assert sketch.heavy_hitters(0.5) == [(1, 40)]
+
+
+def test_injected_noise_states_no_dp_guarantee() -> None:
+    """Follows the continual protocols' NOT PRIVATE / NO DP GUARANTEE: a sketch with an injected
+    sampler or a seeded rng (tests only) gives no guarantee; the CSPRNG and a noise key do."""
+    from privstream.noise.rng import CryptoRandomSource
+
+    p = dpsw_params(window=40, substream=10, alpha=0.5, epsilon=1.0, delta=1e-6, depth=2, width=8)
+    full = p.guarantee()
+    assert full.private and full.epsilon is not None
+    for sketch in (DPSWSketch(p), DPSWSketch(p, noise_key=KEY), DPSWSketch(p, rng=CryptoRandomSource())):
+        assert sketch.guarantee() == full
+    for sketch in (DPSWSketch(p, noise=zero), DPSWSketch(p, rng=SeededRandomSource(1))):
+        g = sketch.guarantee()
+        assert not g.private and (g.epsilon, g.delta) == (None, None)
+        assert g.theorem.startswith("NO DP GUARANTEE") and "injected" in g.theorem
+        state = DPSWSketch.from_bytes(sketch.to_bytes(), rng=SeededRandomSource(2))
+        assert not state.guarantee().private

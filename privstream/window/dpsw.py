@@ -38,10 +38,16 @@ the state decoder accepts exactly the states this maintenance reaches.
 State bytes (:meth:`DPSWSketch.to_bytes`, :mod:`privstream.window.state`) hold noisy counters of
 PCMSs still under construction, which are NOT releasable (a partial PCMS is not private under the
 threat model), and the noise key if one is used: protect them like the raw stream.
+
+Keyed noise and resuming (:meth:`DPSWSketch.rekey`): a replay of the same run under the same key
+redraws identical noise (exactly-once); a *new* run resuming a state must re-key first, or every
+resumed run would add the same noise to different continuations and the difference of their
+answers would be the exact difference of their counts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -51,16 +57,27 @@ from fractions import Fraction
 import numpy as np
 
 from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
-from privstream.noise.rng import KeyedRandomSource, RandomSource
+from privstream.noise.rng import CryptoRandomSource, KeyedRandomSource, RandomSource
 from privstream.sketches.order import Item, item_order_key
 from privstream.validation import check_int
 from privstream.window.kernels import add_items
-from privstream.window.params import DPSWParams, WindowGuarantee, Windowing
+from privstream.window.params import DPSWParams, WindowGuarantee, Windowing, check_gamma
 from privstream.window.pcms import HashFamily, NoiseSampler, discrete_gaussian_noise, noisy_table, table_query
 
 logger = logging.getLogger(__name__)
 
 _DOMAIN_CHUNK = 1 << 16
+
+#: Version of the keyed noise: the DRBG context (:meth:`DPSWSketch.noise_context`) and the sampler's
+#: bit-to-sample mapping (:mod:`privstream.noise`). Bump it whenever either changes: keyed noise of
+#: another version cannot be regenerated, so :meth:`DPSWSketch.rekey` refuses such a state.
+NOISE_VERSION = "v3"
+
+#: :attr:`WindowGuarantee.theorem` of a sketch whose noise does not come from the CSPRNG or a secret key.
+NO_GUARANTEE = (
+    "NO DP GUARANTEE: injected noise source (a noise sampler or a seeded rng), tests only; the "
+    "production noise is the exact discrete Gaussian from the OS CSPRNG or a secret noise_key"
+)
 
 
 class Substream:
@@ -104,8 +121,10 @@ class DPSWSketch:
     ``noise_key`` (>= 32 secret bytes from the CSPRNG) substream l's noise comes from a keyed DRBG
     bound to l and the parameters, so a replay after a failure redraws identical noise. Use one key
     per sketch (per shard) and never for another stream: two streams with the same key and
-    parameters would get the same noise, and the difference of their answers would be noiseless.
-    ``noise`` replaces the sampler (tests only)."""
+    parameters would get the same noise, and the difference of their answers would be noiseless;
+    a new run resuming a keyed state re-keys it first (:meth:`rekey`). ``noise`` replaces the
+    sampler (tests only; not with ``noise_key``). With ``noise`` or a seeded ``rng``
+    :meth:`guarantee` states no DP guarantee."""
 
     def __init__(
         self,
@@ -120,12 +139,17 @@ class DPSWSketch:
             raise ValueError(f"params: must be DPSWParams (use dpsw_params), got {type(params).__name__}")
         if noise_key is not None:
             KeyedRandomSource(noise_key, "check")  # validates the key (ValueError naming it)
+            if noise is not None:
+                raise ValueError("noise: give either an injected sampler (tests) or a noise_key, not both")
         self.params = params
         self.domain = None if domain is None else declared_domain(domain)
         self._hashes = HashFamily(params.depth, params.width, params.seed)
         self._rng = rng
         self._noise_key = None if noise_key is None else bytes(noise_key)
         self._noise = noise
+        #: the keyed-noise version recorded in the state this sketch was restored from, else
+        #: :data:`NOISE_VERSION`; kept (conservatively) as restored, and :meth:`rekey` needs it equal
+        self.noise_version = NOISE_VERSION
         n = len(params.checkpoints)
         self._n = n
         length = params.substream
@@ -147,30 +171,92 @@ class DPSWSketch:
         if self._noise is not None:
             return self._noise
         if self._noise_key is not None:
-            return discrete_gaussian_noise(KeyedRandomSource(self._noise_key, self.noise_context(index)))
+            return self._keyed_sampler(self._noise_key, index)
         return discrete_gaussian_noise(self._rng)
 
+    def _keyed_sampler(self, key: bytes, index: int) -> NoiseSampler:
+        return discrete_gaussian_noise(KeyedRandomSource(key, self.noise_context(index)))
+
     def noise_context(self, index: int) -> str:
-        """What the keyed DRBG of substream ``index`` is bound to: the substream and every public
-        parameter (windowing, w, W, I, q, ρ, ζ, a, b, seed, origin, ε, δ), so one key under two
-        parameter sets never gives the same noise."""
+        """What the keyed DRBG of substream ``index`` is bound to: the noise version
+        (:data:`NOISE_VERSION`), the substream and every public parameter (windowing, w, W, I, q, ρ,
+        ζ, a, b, seed, origin, ε, δ), so one key under two parameter sets never gives the same noise."""
         p = self.params
         return (
-            f"privstream.window.dpsw v2 substream {index} windowing {p.windowing.value} window {p.window} "
+            f"privstream.window.dpsw {NOISE_VERSION} substream {index} windowing {p.windowing.value} "
+            f"window {p.window} "
             f"length {p.substream} checkpoints {p.checkpoints} budget_ratio {p.budget_ratio} rho {p.rho} "
             f"zeta {p.zeta} depth {p.depth} width {p.width} seed {p.seed} origin {p.origin} "
             f"epsilon {p.epsilon} delta {p.delta}"
         )
 
-    def _create(self, index: int) -> None:
-        """Alg. 2 lines 6–9: a new substream with every PCMS's noise drawn now."""
+    def _noise_tables(self, sampler: NoiseSampler) -> np.ndarray:
+        """The (2|I| − 1, a, b) noise of one substream under construction, one table per PCMS in
+        the building layout, each of variance a/ρ_j (Alg. 2 lines 7–9, Alg. 1 ``init``)."""
         p = self.params
-        sampler = self._sampler(index)
         began = time.perf_counter()
         tables = np.stack([noisy_table(p.depth, p.width, rho, sampler) for rho in self._table_rhos])
         self.noise_seconds += time.perf_counter() - began
+        return tables
+
+    def _create(self, index: int) -> None:
+        """Alg. 2 lines 6–9: a new substream with every PCMS's noise drawn now."""
+        tables = self._noise_tables(self._sampler(index))
         self._substreams[index] = Substream(index, tables, complete=False)
         logger.debug("DPSW substream %d created (%d PCMSs)", index, len(tables))
+
+    def rekey(self, noise_key: bytes) -> None:
+        """Give a restored keyed sketch a new noise key: what a *new* run resuming a state must do.
+
+        Why: keyed noise is a function of (key, :meth:`noise_context`), so every run resuming one
+        state under the state's key would add the *same* noise to the incomplete substreams (and to
+        every substream created later) whatever data follows; two resumed runs with different
+        continuations would then differ by exactly the difference of their counts (no noise at
+        all). Re-keying, for every substream still under construction (its tables still change),
+        subtracts the noise regenerated from the old key — the same keyed DRBG, context and sampler
+        draw it again, exactly — and adds fresh noise from ``noise_key`` (Alg. 2 lines 7–9 redrawn;
+        each table keeps its variance a/ρ_j). Complete substreams keep their tables: fixed data plus
+        fixed noise, whose later reads are post-processing of what the old run already paid for.
+        Later substreams draw from ``noise_key``.
+
+        Privacy argument (Lemma 4.1 per run, then composition): after re-keying, two resumed runs
+        share no noise on data that differs — their incomplete and future PCMSs carry independent
+        noise, the complete ones identical data. Each run (submission) charges the ledger, so fresh
+        independent noise on the same partial data of an incomplete substream is covered by
+        sequential composition of the runs' charges. A failover of the *same* run keeps its key and
+        must not re-key (it replays identical noise, exactly once).
+
+        Re-keying to the current key changes nothing. Refused (ValueError, nothing changed): a
+        sketch without a noise key or with an injected sampler (its old noise cannot be
+        regenerated), a bad key (naming ``noise_key``), and a state whose noise version differs from
+        the code's :data:`NOISE_VERSION` (its old noise cannot be regenerated: start afresh)."""
+        old = self._noise_key
+        if old is None or self._noise is not None:
+            raise ValueError(
+                "noise_key: only a keyed sketch (noise_key, no injected sampler) can be re-keyed: the "
+                "old noise of its incomplete substreams must be regenerated to be replaced"
+            )
+        KeyedRandomSource(noise_key, "check")  # validates the new key (ValueError naming it)
+        new = bytes(noise_key)
+        if new == old:
+            return
+        if self.noise_version != NOISE_VERSION:
+            raise ValueError(
+                f"noise_key: this state's keyed noise has version {self.noise_version!r}, this code draws "
+                f"{NOISE_VERSION!r}; its old noise cannot be regenerated to be replaced, so it cannot be "
+                "resumed by a new run: start afresh (without the saved state)"
+            )
+        building = [s for s in self._substreams.values() if not s.complete]
+        fresh = {
+            s.index: s.tables
+            - self._noise_tables(self._keyed_sampler(old, s.index))
+            + self._noise_tables(self._keyed_sampler(new, s.index))
+            for s in building
+        }
+        for s in building:  # only now: a failure above leaves the sketch unchanged
+            s.tables = fresh[s.index]
+        self._noise_key = new
+        logger.info("DPSW sketch re-keyed: %d incomplete substream(s) redrawn", len(building))
 
     def substream_of(self, position: int) -> int:
         return (position - self.params.origin) // self.params.substream
@@ -382,10 +468,9 @@ class DPSWSketch:
         """The least integer estimate >= (γ − ζ)·n (Alg. 3 line 8): n = w for COUNT windows (w items).
         EVENT_TIME windows span w time units, not items, so n must be ``window_items``, a PUBLIC bound
         on the items per window fixed in advance (never taken from the data, as PCC's window_items);
-        without it the query is refused (ValueError naming ``window_items``)."""
-        if isinstance(gamma, bool) or not isinstance(gamma, int | float | Fraction) or not 0 < gamma < 1:
-            raise ValueError(f"gamma: must be a number in (0, 1), got {gamma!r}")
-        g = Fraction(repr(gamma)) if isinstance(gamma, float) else Fraction(gamma)
+        without it the query is refused (ValueError naming ``window_items``). γ must exceed ζ
+        (:func:`~privstream.window.params.check_gamma`): a threshold <= 0 would report every item."""
+        g = check_gamma(gamma, self.params.zeta)
         if self.params.windowing is Windowing.COUNT:
             if window_items is not None and window_items != self.params.window:
                 raise ValueError(
@@ -413,7 +498,7 @@ class DPSWSketch:
         """Alg. 3 lines 6–9: every item of the declared domain whose estimate is >= (γ − ζ)·n, with
         its estimate, in item order (n: :meth:`heavy_threshold`; EVENT_TIME needs ``window_items``).
         Refused (ValueError naming ``domain``) without a domain: candidates must never come from
-        the raw data."""
+        the raw data; refused (naming ``gamma`` and ``zeta``) unless γ > ζ."""
         bar = self.heavy_threshold(gamma, window_items=window_items)
         universe = self.domain if domain is None else declared_domain(domain)
         if universe is None:
@@ -429,7 +514,24 @@ class DPSWSketch:
 
     # ---------------------------------------------------------------- facts
     def guarantee(self) -> WindowGuarantee:
-        return self.params.guarantee()
+        """The parameters' guarantee (Lemma 4.1, Thm 3.2) if the noise is the production noise (the
+        OS CSPRNG or a secret ``noise_key``); with an injected sampler or a seeded ``rng`` (tests)
+        ``private`` is False, ε, δ are None and the theorem says NO DP GUARANTEE."""
+        g = self.params.guarantee()
+        if self.injected_noise:
+            return dataclasses.replace(g, epsilon=None, delta=None, theorem=NO_GUARANTEE, private=False)
+        return g
+
+    @property
+    def injected_noise(self) -> bool:
+        """Whether the noise comes from an injected sampler or a non-CSPRNG ``rng`` (tests only)."""
+        if self._noise is not None:
+            return True
+        return (
+            self._noise_key is None
+            and self._rng is not None
+            and not isinstance(self._rng, CryptoRandomSource)
+        )
 
     @property
     def live_substreams(self) -> list[int]:

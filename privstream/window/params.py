@@ -111,6 +111,24 @@ class WindowGuarantee:
     scope: Scope
     neighbour_relation: str
     theorem: str
+    #: False for a sketch with injected noise (tests): then nothing above is guaranteed
+    private: bool = True
+
+
+def check_gamma(gamma: object, zeta: Fraction) -> Fraction:
+    """γ of a heavy-hitter query as an exact fraction, refused (ValueError naming ``gamma`` and
+    ``zeta``) unless ζ < γ < 1: the threshold (γ − ζ)·w of Alg. 3 line 8 (Lemma 4.3, Thm 4.4) is
+    then positive; with γ <= ζ it would be <= 0 and report every item of the domain."""
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float | Fraction) or not 0 < gamma < 1:
+        raise ValueError(f"gamma: must be a number in (0, 1), got {gamma!r}")
+    g = Fraction(repr(gamma)) if isinstance(gamma, float) else Fraction(gamma)
+    if g <= zeta:
+        raise ValueError(
+            f"gamma: must exceed zeta = {float(zeta):.4g} (the threshold (gamma - zeta)*w of DPSW Alg. 3 "
+            f"would be <= 0 and report the whole domain); got gamma {gamma!r}: raise gamma, or lower zeta "
+            "(give zeta, or a larger width: the default zeta is e/width)"
+        )
+    return g
 
 
 def window_guarantee(p: DPSWParams) -> WindowGuarantee:
@@ -248,6 +266,11 @@ def dpsw_params(
         eps_frac, delta_frac = exact_value(epsilon), unit_fraction("delta", delta)
     if zeta is None:
         zeta_frac = exact_value(math.e / b)
+        if zeta_frac >= 1:
+            raise ValueError(
+                f"zeta: the default e/width = {float(zeta_frac):.3f} is >= 1 for width {b} (no gamma < 1 "
+                "exceeds it, Alg. 3's threshold (gamma - zeta)*w); give zeta in [0, 1) or a width >= 3"
+            )
     else:
         zeta_frac = exact_value(zeta) if not isinstance(zeta, Fraction) else zeta
         if not 0 <= zeta_frac < 1:

@@ -4,12 +4,17 @@ The envelope is :mod:`privstream.sketches.binary_format`'s (magic, format versio
 :data:`DPSW_STATE_CODE` from the state-record range 200..255, u64 parameters, payload, CRC-32).
 A DPSW-Sketch is not a mergeable stream sketch, so it is not in the sketch registry.
 
-Parameters (u64): layout version (1), windowing code, w, W, a, b, hash seed, |I|, live substreams,
+Parameters (u64): layout version (2), windowing code, w, W, a, b, hash seed, |I|, live substreams,
 next substream index, flags (bit 0: a noise key is stored).
 Payload (:func:`privstream.continual.pcc.pack_blobs`): ``<qqqq`` origin, clock, items, insertions;
 I as int64s; ρ, q, ζ, ε, δ as exact fractions in text (ε, δ empty when not given); the noise key
-(or empty); then one blob per live substream: ``<qB`` index and completeness, then its (K, a, b)
+(or empty); the keyed-noise version (ASCII, e.g. ``v3``: :data:`privstream.window.dpsw.NOISE_VERSION`
+of the code that drew the noise, which :meth:`DPSWSketch.rekey` needs to regenerate it); then one
+blob per live substream: ``<qB`` index and completeness, then its (K, a, b)
 int64 tables, K = |I| if complete else 2|I| − 1.
+
+Layout 1 (before the noise version was stored; it was drawn as v1 or v2) is refused: its noise
+cannot be regenerated, so such a state cannot be re-keyed; start afresh.
 
 SECRET: the bytes hold noisy counters of PCMSs still under construction (not releasable) and the
 noise key; protect them like the raw stream.
@@ -18,6 +23,7 @@ noise key; protect them like the raw stream.
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 from fractions import Fraction
 
@@ -33,7 +39,9 @@ from privstream.window.pcms import NoiseSampler
 
 #: Type byte of a DPSW-Sketch state record (state-record range; 230..239 continual, 240..241 operators).
 DPSW_STATE_CODE = 245
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
+_BLOBS = 9  #: blobs before the substreams' (head, I, rho, q, zeta, eps, delta, key, noise version)
+_NOISE_VERSION = re.compile(rb"v[0-9]{1,6}")
 _HEAD = struct.Struct("<qqqq")
 _SUB = struct.Struct("<qB")
 _FLAG_KEY = 1
@@ -78,6 +86,7 @@ def encode_state(sketch: DPSWSketch) -> bytes:
         _text(p.epsilon),
         _text(p.delta),
         key or b"",
+        sketch.noise_version.encode("ascii"),
     ]
     blobs += [
         _SUB.pack(s.index, int(s.complete)) + s.tables.astype("<i8", copy=False).tobytes() for s in subs
@@ -96,10 +105,15 @@ def decode_state(
     state no DPSW-Sketch can reach."""
     head, payload = decode_envelope(data, DPSW_STATE_CODE, 11, "DPSW state")
     version, wcode, window, length, depth, width, seed, n_points, n_subs, next_index, flags = head
-    require(version == LAYOUT_VERSION, f"unsupported DPSW state layout {version}")
+    require(
+        version == LAYOUT_VERSION,
+        f"unsupported DPSW state layout {version} (this code reads {LAYOUT_VERSION}; a layout-1 state, "
+        "written before the noise version was stored, cannot be resumed: start afresh)",
+    )
     require(wcode < len(Windowing) and flags <= _FLAG_KEY, "bad DPSW state header")
     blobs = unpack_blobs(payload)
-    require(len(blobs) == 8 + n_subs, "DPSW state: wrong number of blobs")
+    require(len(blobs) == _BLOBS + n_subs, "DPSW state: wrong number of blobs")
+    require(_NOISE_VERSION.fullmatch(blobs[8]) is not None, "DPSW state: bad noise version")
     require(len(blobs[0]) == _HEAD.size and len(blobs[1]) == 8 * n_points, "DPSW state: bad header blobs")
     origin, clock, items, insertions = _HEAD.unpack(blobs[0])
     points = np.frombuffer(blobs[1], dtype="<i8").tolist()
@@ -132,7 +146,8 @@ def decode_state(
         raise SketchFormatError(f"bad DPSW state: {exc}") from None
     n = len(points)
     subs: list[Substream] = []
-    for blob in blobs[8:]:
+    sketch.noise_version = blobs[8].decode("ascii")
+    for blob in blobs[_BLOBS:]:
         require(len(blob) >= _SUB.size, "DPSW state: truncated substream")
         index, complete = _SUB.unpack_from(blob)
         require(complete <= 1 and 0 <= index < next_index, "DPSW state: bad substream header")

@@ -72,7 +72,7 @@ TINY = Settings(
     reps=1,
     params={
         "window": "4000",
-        "width": "256",
+        "width": "1024",  # ζ = e/b ≈ 0.0027 < the smallest γ 0.005 (a γ <= ζ is refused)
         "timestamps": "4",
         "windows": "2000,4000",
         "checkpoint_counts": "2,3",
