@@ -15,7 +15,10 @@ publish a version with other contents than the aborted attempt did (which tansu 
 ``read_committed`` readers). Each record carries the run id and the digest of its contents
 (:func:`~privstream.ldp.hg_state.state_digest`); a record whose digest does not match its contents,
 or that has none (``HgLdpState.v1``), is skipped with a warning. A report against a state the server
-did not publish in its current run is dead-lettered ("state digest mismatch"), never mixed in.
+did not publish in its current run is dead-lettered ("state digest mismatch", or "stale-state
+(unknown)" for a version it never made), never mixed in; the Flink job then re-announces its latest
+state (on its first message after a start or restore, and after every ``--state-every`` refused
+reports), so clients stuck on such a record move back to a state it holds (docs/ldp.md).
 """
 
 from __future__ import annotations

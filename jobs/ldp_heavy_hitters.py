@@ -56,13 +56,14 @@ class LdpJobConfig:
 def publish_initial_state(config: LdpJobConfig) -> bool:
     """Create the topics and publish state version 0 (the public warm-up's result); True if sent.
 
-    A job restored from a checkpoint or savepoint (``restore_from``) publishes nothing: its
-    server is past version 0, and the topic already holds the states it published (the replay
-    after the restore republishes versions consistent with the restored server; a client's report
-    against an aborted attempt's state that the replay did not make is dead-lettered by its digest,
-    docs/ldp.md "Exactly once"). Sending version 0 again would make a compacted topic's latest
-    record, for new clients, a version the server may no longer hold. A fresh start is a new server
-    run (``settings.run_id``): its version 0 supersedes the old run's states for the clients."""
+    A job restored from a checkpoint or savepoint (``restore_from``) publishes nothing here: its
+    server is past version 0; the job itself re-announces the restored server's latest state on
+    its first message (and after every ``--state-every`` refused reports), and a client's report
+    against an aborted attempt's state that the replay did not make is dead-lettered by its version
+    or digest (docs/ldp.md "Exactly once"). Sending version 0 again would make a compacted topic's
+    latest record, for new clients, a version the server may no longer hold. A fresh start is a
+    new server run (``settings.run_id``): its version 0 supersedes the old run's states for the
+    clients."""
     from privstream.connectors.clients import kafka_producer
     from privstream.connectors.topics import TopicSpec, create_topics
 

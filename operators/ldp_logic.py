@@ -2,10 +2,10 @@
 
 :class:`LdpServerLogic` takes the raw bytes of ``ldp-reports`` messages and returns what the
 operator emits: dead letters (undecodable, stale-state, digest-mismatched, inconsistent or foreign
-reports, with the reason), the public state (``HgLdpState``, keyed by the deployment, whenever it
-changed and at least every ``state_every`` applied reports) and, every ``epoch_reports`` applied
-reports, an ``LdpRelease`` with the debiased top-k (paper Algorithm 9), ε, δ = 0, the local-DP
-neighbour relation and the size of the raw warm-up inside the estimates. Its whole state — the HG-LDP server
+reports, with the reason), the public state (``HgLdpState``, keyed by the deployment: every
+``state_every`` applied reports if it changed, and re-announced as described below) and, every
+``epoch_reports`` applied reports, an ``LdpRelease`` with the debiased top-k (paper Algorithm 9),
+ε, δ = 0, the local-DP neighbour relation and the size of the raw warm-up inside the estimates. Its whole state — the HG-LDP server
 (heavy and light parts, debiasing bookkeeping, state history) and the epoch counters — is
 :meth:`LdpServerLogic.to_bytes` (pickle); the operator checkpoints it as two states, the kept state
 versions (:meth:`~LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made)
@@ -29,9 +29,21 @@ docs/stack-facts.md). What holds: the committed output is consistent with the co
 (every committed release and state follows from the committed reports applied to the checkpoint's
 server), and a report randomised against a state of the aborted attempt is applied only if the
 replay published that very state (same run, version and contents: its digest,
-:mod:`privstream.ldp.hg_state`); otherwise it is dead-lettered ("state digest mismatch"), never
-mixed in. With one partition the replay is the same sequence, and an aborted release equals its
-committed replay (same epoch and items; readers keep one per epoch).
+:mod:`privstream.ldp.hg_state`); otherwise it is dead-lettered ("state digest mismatch", or
+"stale-state (unknown)" for a version the replay never made), never mixed in. With one partition
+the replay is the same sequence, and an aborted release equals its committed replay (same epoch and items; readers keep one per epoch).
+
+**Re-announcing the state (liveness).** Clients follow the deployment's *latest record* on the
+state topic. If that record is a state this run does not hold (an aborted attempt's, or a later
+state of the run committed after the savepoint a restore started from) and the replay makes no
+new version, every report is refused, the applied count never reaches the cadence and nothing
+would be published again: a permanent stall. So the logic re-emits its latest state version (the
+one last made; never a new version, so the versions made stay those of a run without
+re-announcements) (1) on the first message it processes after it was built, i.e. at the start and
+after every restore, whatever that message's outcome, and (2) after every ``state_every`` refused
+reports since it last emitted a state. Both are functions of the checkpointed state (the refusal
+count is in it) and of the input, so the same replay emits the same records (exactly once holds;
+only ``published_time`` differs).
 
 The state of a server run is bound to its run id (``run_id``: drawn per submission like the noise
 key, checkpointed in the kept versions; a restore keeps the checkpoint's). A restore whose settings
@@ -54,7 +66,7 @@ from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
 from privstream.connectors.ldp_producer import report_from_record
 from privstream.connectors.ldp_state import state_to_record
 
-from privstream.ldp import HgLdpParams, HgLdpServer, refusal_reason
+from privstream.ldp import HgLdpParams, HgLdpServer, PublicState, refusal_reason
 from privstream.ldp.hg_params import LDP_DELTA, LDP_NEIGHBOUR_RELATION, Scheme
 from privstream.ldp.hg_state import StateHistory, new_run_id
 from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, default_source, new_noise_key
@@ -115,7 +127,7 @@ class LdpServerSettings:
         warm = hashlib.sha256(b",".join(str(v).encode() for v in self.warm_up)).hexdigest()[:16]
         out = {
             "--scheme": p.scheme,
-            "--epsilon": str(Fraction(p.epsilon)),
+            "--epsilon": str(Fraction(p.epsilon)),  # exact (compared); shown with its float
             "--domain": str(p.domain_size),
             "--k": str(p.k),
             "--light-cells": str(p.light_cells),
@@ -140,15 +152,24 @@ class LdpServerSettings:
         server.start_statistics()
         return server
 
-    def state_message(self, server: HgLdpServer) -> tuple[bytes, bytes]:
-        """(key, value) of the server's current public state on the state topic."""
+    def state_message(self, server: HgLdpServer, state: PublicState | None = None) -> tuple[bytes, bytes]:
+        """(key, value) of ``state`` (default: the server's current public state, made a new
+        version if it changed) on the state topic."""
         record = state_to_record(
-            server.public_state(),
+            server.public_state() if state is None else state,
             deployment=self.deployment,
             scheme=server.scheme,
             parameters=self.params.public,
         )
         return self.deployment.encode(), encode("HgLdpState", record)
+
+
+def _shown(option: str, value: str | None) -> str | None:
+    """An identity value as a refusal shows it: ε as its float (repr) and the exact fraction compared
+    (``0.1 (= 3602879701896397/36028797018963968)``)."""
+    if option != "--epsilon" or value is None:
+        return value
+    return f"{float(Fraction(value))!r} (= {value})"
 
 
 class LdpServerLogic:
@@ -160,6 +181,8 @@ class LdpServerLogic:
         """A fresh server, or the one of ``state``: :meth:`to_bytes`, or :meth:`core_bytes` with
         ``versions`` = :meth:`versions_bytes` (the operator keeps the two in separate states)."""
         self.settings = settings
+        self.announce = True  # re-emit the latest state on the first message (module docstring)
+        self.refused = 0  # reports refused since the last state emitted (checkpointed)
         if state is None:
             self.server = settings.initial_server()
             self.epoch = 0
@@ -170,11 +193,13 @@ class LdpServerLogic:
         if versions is None:
             state, versions = pickle.loads(state)
         core = pickle.loads(state)
-        if len(core) != 5:
+        if len(core) == 5:  # a checkpoint from before the refusal count: none counted yet
+            core = (*core, 0)
+        if len(core) != 6:
             raise RestoredSettingsError("restore: a checkpoint of an older version of this job; start afresh")
         # the key and the run id in the state win: a savepoint restored by a new submission replays
         # the same decays and keeps its state digests
-        self.server, self.epoch, self.published, self.noise_key, self.identity = core
+        self.server, self.epoch, self.published, self.noise_key, self.identity, self.refused = core
         self.server.history = StateHistory.from_bytes(versions)
         given = settings.identity()
         differ = sorted(
@@ -185,7 +210,8 @@ class LdpServerLogic:
                 "restore: the checkpoint's server was started with other settings; restore with its "
                 "settings or start a new deployment: "
                 + "; ".join(
-                    f"{k} {self.identity.get(k)} in the checkpoint, {given.get(k)} given" for k in differ
+                    f"{k} {_shown(k, self.identity.get(k))} in the checkpoint, {_shown(k, given.get(k))} given"
+                    for k in differ
                 )
             )
 
@@ -203,7 +229,7 @@ class LdpServerLogic:
         server.history = None  # type: ignore[assignment]
         server.use_rng(default_source())
         try:
-            state = (server, self.epoch, self.published, self.noise_key, self.identity)
+            state = (server, self.epoch, self.published, self.noise_key, self.identity, self.refused)
             return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         finally:
             server.history = history
@@ -224,6 +250,22 @@ class LdpServerLogic:
 
     def process(self, value: bytes, partition: int, offset: int, topic: str) -> list[Output]:
         """One ``ldp-reports`` message → outputs (see the module docstring)."""
+        out = self._process(value, partition, offset, topic)
+        if self.refused >= self.settings.state_every:
+            self.announce = True  # clients may follow a state this run does not hold
+        if self.announce and not any(kind == "state" for kind, _ in out):
+            out.insert(0, self._state(self.server.history.latest))  # no new version
+        self.announce = False
+        return out
+
+    def _state(self, state: PublicState | None = None) -> Output:
+        """The state message of ``state`` (default: the current one, a new version if it changed)."""
+        self.refused = 0
+        message = self.settings.state_message(self.server, state)[1]
+        self.published = self.server.history.latest.version  # type: ignore[union-attr]
+        return "state", message
+
+    def _process(self, value: bytes, partition: int, offset: int, topic: str) -> list[Output]:
         try:
             schema, record = decode(value)
         except AvroDecodeError as exc:
@@ -237,14 +279,12 @@ class LdpServerLogic:
         try:
             self.server.add(report_from_record(record))
         except ValueError as exc:  # StaleStateError and InconsistentReportError included
+            self.refused += 1
             return [self._dead_letter(value, refusal_reason(exc), partition, offset, topic)]
         out: list[Output] = []
         n = self.server.n
-        if n % self.settings.state_every == 0:
-            state = self.server.public_state()
-            if state.version != self.published:
-                self.published = state.version
-                out.append(("state", self.settings.state_message(self.server)[1]))
+        if n % self.settings.state_every == 0 and self.server.public_state().version != self.published:
+            out.append(self._state())
         if n % self.settings.epoch_reports == 0:
             self.epoch += 1
             out.append(("release", self.release()))

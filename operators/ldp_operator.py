@@ -40,7 +40,8 @@ class LdpServerFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         self.core = runtime_context.get_state(ValueStateDescriptor("hg-ldp-core", BYTES))
         self.versions = runtime_context.get_state(ValueStateDescriptor("hg-ldp-versions", BYTES))
-        self._logic: LdpServerLogic | None = None  # rebuilt from state after every restore
+        # rebuilt from state after every restore; its first message re-announces the latest state
+        self._logic: LdpServerLogic | None = None
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         if self._logic is None:

@@ -102,8 +102,9 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
             sender.close()
         letters = read_topic(flink_broker.bootstrap, config.dlq_topic, expect=STALE, timeout_s=120)
         last = max(r["state_version"] for r in releases)
+        # version 0 twice (the launcher's, then the job's re-announcement on its first message)
         states = read_matching(
-            flink_broker.bootstrap, config.state_topic, lambda s: s["version"] in (0, last), expect=2
+            flink_broker.bootstrap, config.state_topic, lambda s: s["version"] in (0, last), expect=3
         )
     finally:
         job.cancel().result()
@@ -118,6 +119,7 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
     # exactly the two stale reports: every good report named a version the server still held
     assert len(letters) == STALE and all(r["error"].startswith("stale-state (unknown)") for r in letters)
     assert states[0]["version"] == 0 and last > 0 and {s["version"] for s in states} == {0, last}
+    assert [s["version"] for s in states].count(0) >= 2  # the job re-announced version 0 at its start
     # one run (the launcher's run id, kept across the restore); every digest matches its contents
     assert {s["run_id"] for s in states} == {settings.run_id}
     assert all(state_from_record(s).digest == s["digest"] for s in states)

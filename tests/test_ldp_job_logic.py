@@ -17,7 +17,7 @@ from privstream.connectors.ldp_producer import report_to_record
 from privstream.connectors.ldp_state import state_from_record
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings, RestoredSettingsError
 
-from privstream.ldp import LdpReport, make_client
+from privstream.ldp import LdpReport, PublicState, make_client
 from privstream.ldp.hg_params import LDP_NEIGHBOUR_RELATION
 from privstream.noise.rng import CryptoRandomSource, KeyedRandomSource, SeededRandomSource
 
@@ -69,13 +69,16 @@ def test_releases_states_and_dead_letters_survive_a_restore() -> None:
     assert any(kind == "state" for kind, _ in again_out) and any(kind == "release" for kind, _ in again_out)
     kinds = Counter(kind for kind, _ in outputs)
     assert kinds["release"] == 2 and kinds["dead-letter"] == 0
+    # the first message re-announces the latest state (version 0 at the start), as after a restore
+    assert outputs[0][0] == "state" and state_from_record(decode(outputs[0][1])[1]).version == 0
+    assert outputs[second_half_start][0] == "state"  # the restored logic's first message
     releases = [decode(v)[1] for kind, v in outputs if kind == "release"]
     assert [r["epoch"] for r in releases] == [1, 2] and [r["reports"] for r in releases] == [50, 100]
     assert all(
         len(r["items"]) == K and r["items"][0]["estimate"] >= r["items"][-1]["estimate"] for r in releases
     )
     assert "event-level" in releases[0]["privacy_unit"] and releases[0]["epsilon"] <= 2.0
-    for kind, value in outputs:
+    for kind, value in outputs[1:]:
         if kind == "state":
             assert decode(value)[0] == "HgLdpState" and state_from_record(decode(value)[1]).version > 0
     bad = [
@@ -240,6 +243,85 @@ def test_reports_against_an_aborted_attempts_state_are_dead_lettered() -> None:
     assert not _errors(outputs) and committed.server.n == before + 20
 
 
+def _states(outputs: list[list[tuple[str, bytes]]]) -> list[PublicState]:
+    return [state_from_record(decode(data)[1]) for outs in outputs for kind, data in outs if kind == "state"]
+
+
+def test_a_restore_reannounces_its_latest_state_on_its_first_message() -> None:
+    """Built at the start or after a restore, the logic re-emits its latest state version on the
+    first message it processes, whatever that message's outcome (here undecodable): the latest
+    record on the state topic may be a state this run does not hold (an aborted attempt's). It makes
+    no new version, and the same restore with the same input emits the same record."""
+    settings = _settings(state_every=10)
+    logic = LdpServerLogic(settings)
+    _stream(logic, 7, 95)
+    checkpoint, latest = logic.to_bytes(), logic.server.history.latest
+    assert latest is not None and latest.version > 0 and logic.server.n == 95
+    first = [LdpServerLogic(settings, checkpoint).process(b"not avro", 0, 95, "r") for _ in range(2)]
+    for outs in first:
+        assert [kind for kind, _ in outs] == ["state", "dead-letter"]
+    assert _states(first) == [latest, latest]  # the checkpoint's latest, no new version
+    assert decode(first[0][0][1])[1] | {"published_time": 0} == decode(first[1][0][1])[1] | {
+        "published_time": 0
+    }
+    restored = LdpServerLogic(settings, checkpoint)
+    outs = restored.process(b"not avro", 0, 95, "r") + restored.process(b"not avro", 0, 96, "r")
+    assert [kind for kind, _ in outs] == ["state", "dead-letter", "dead-letter"]  # once per restore
+    # a checkpoint from before the refusal count restores (none counted)
+    core, versions = pickle.loads(checkpoint)
+    older = pickle.dumps(pickle.loads(core)[:5])
+    assert LdpServerLogic(settings, older, versions=versions).refused == 0
+
+
+def test_reports_against_an_aborted_state_the_replay_did_not_make_do_not_stall_the_server() -> None:
+    """The reviewer's scenario: the failed attempt published a state (tansu shows it to
+    read_committed readers) that the replay, in another interleaving, did not make. Clients follow
+    it, and every report against it is refused ("stale-state (unknown)"): no report is applied, so
+    the publishing cadence of applied reports would never publish again (a permanent stall). Every
+    `state_every` refused reports the server re-announces its latest state; the clients follow it,
+    and their reports are applied again."""
+    settings = _settings(
+        scheme="cnr", epoch_reports=10**6, state_every=10, noise_key=bytes(range(32)), run_id=bytes(16)
+    )
+    checkpoint = LdpServerLogic(settings).to_bytes()
+    base = LdpServerLogic(settings, checkpoint).server.history.latest
+    for seed in range(1, 400):
+        partitions = [
+            _stream(LdpServerLogic(settings, checkpoint), s, 5, follow=False) for s in (seed, seed + 1000)
+        ]
+        attempts = []
+        for order in ((0, 1), (1, 0)):  # the failed attempt, then the committed replay in another order
+            logic = LdpServerLogic(settings, checkpoint)
+            replayed = [
+                logic.process(v, 0, o, "r") for o, v in enumerate(partitions[order[0]] + partitions[order[1]])
+            ]
+            attempts.append((logic, replayed))
+        (aborted, aborted_out), (replay, replay_out) = attempts
+        if aborted.latest_version > base.version == replay.latest_version:  # type: ignore[union-attr]
+            break
+    else:
+        pytest.fail("no interleaving made a version that the other did not")
+    foreign = aborted.server.history.latest
+    assert foreign is not None and foreign in _states(aborted_out)
+    assert _states(replay_out) == [base]  # the replay only re-announced the checkpoint's state
+    assert replay.server.n == 10
+    client = make_client(settings.params, rng=SeededRandomSource(99))
+    client.update_state(foreign)  # the latest record on tansu: the aborted attempt's state
+    rnd, outputs = random.Random(5), []
+    for i in range(300):
+        value = encode("LdpReport", report_to_record(client.encode(rnd.choices(range(D), WEIGHTS)[0])))
+        outputs.append(replay.process(value, 0, 10 + i, "r"))
+        for kind, data in outputs[-1]:  # the client follows the latest record
+            if kind == "state":
+                client.update_state(state_from_record(decode(data)[1]))
+    stuck = outputs[: settings.state_every]
+    assert _errors(stuck) == {"stale-state (unknown)": settings.state_every}
+    assert _states(stuck[:-1]) == [] and _states(stuck[-1:]) == [base]  # re-announced, no new version
+    assert not _errors(outputs[settings.state_every :]) and replay.server.n == 10 + 300 - settings.state_every
+    assert replay.latest_version > base.version  # publishing resumed
+    assert _states(outputs)[-1] == replay.server.history.latest
+
+
 @pytest.mark.parametrize(
     ("kwargs", "options"),
     [
@@ -269,7 +351,10 @@ def test_a_restore_with_other_settings_is_refused_naming_the_options(
     named = [part.split(" ")[0] for part in str(caught.value).split("new deployment: ")[1].split("; ")]
     assert named == options, str(caught.value)
     if "epsilon" in kwargs:
-        assert "--epsilon 2 in the checkpoint, 1/2 given" in str(caught.value)
+        assert "--epsilon 2.0 (= 2) in the checkpoint, 0.5 (= 1/2) given" in str(caught.value)
+        with pytest.raises(RestoredSettingsError, match=r"given$") as caught:
+            LdpServerLogic(_settings(state_every=1, epsilon=0.1), checkpoint)
+        assert "0.1 (= 3602879701896397/36028797018963968) given" in str(caught.value)  # the float too
     again = LdpServerLogic(_settings(epoch_reports=7, state_every=3), checkpoint)  # cadence only
     assert again.noise_key == logic.noise_key and again.server.history.run_id == settings.run_id
     assert again.server.history.latest == logic.server.history.latest
@@ -312,7 +397,7 @@ def test_v1_messages_decode_with_defaults_and_reports_without_a_digest_are_refus
     del record["state_digest"]
     old = _v1("LdpReport").encode("LdpReport", record)
     assert not decode(old)[1]["state_digest"]  # fastavro resolves the bytes default "" to a str
-    [(kind, letter)] = logic.process(old, 0, 0, "reports")
+    [(kind, letter)] = [out for out in logic.process(old, 0, 0, "reports") if out[0] != "state"]
     assert kind == "dead-letter" and "no state digest" in decode(letter)[1]["error"]
     assert decode(letter)[1]["error"].startswith("state digest mismatch: state_version 0")
     state = decode(settings.state_message(logic.server)[1])[1]
