@@ -24,6 +24,16 @@ re-keys the restored sketches (:meth:`privstream.window.DPSWSketch.rekey`: fresh
 substream still under construction and every later one), so two submissions never share noise on
 data that differs; a savepoint of other settings or of older noise is refused (start afresh).
 
+Restore order (fail closed, but the charge is spent): the launcher charges the ledger **before**
+submitting, and the savepoint's sketch state is checked only inside the job, by each shard's
+operator when it restores (at its first message): a savepoint of state layout 1 or another noise
+version, of other sketch parameters (ε, δ, w, W, ...) or another binding (shard count, shard key,
+domain), or of an injected-noise (test) run, is refused there, and the job fails once its
+``--restart-attempts`` are used up. Nothing is released, but the ledger entry written for that
+submission stays (an append-only ledger has no refund): the budget is spent for nothing. The
+launcher does not check the savepoint itself (the state is inside Flink's savepoint format);
+resume only savepoints of this job run with the same options and code, or start afresh.
+
 All sinks are transactional (exactly once across a restore; readers use ``read_committed``). The
 job is unbounded: stop it when done.
 """
@@ -118,7 +128,9 @@ def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
 def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
     """Check the events topic's partitions against ``shards``, create the output topics, choose the
     checkpoint directory and charge the ledger; returns the config whose releases name that charge
-    (the Flink environment is then the other jobs': ``ldp_heavy_hitters.environment``)."""
+    (the Flink environment is then the other jobs': ``ldp_heavy_hitters.environment``). It does not
+    read ``restore_from``: an incompatible savepoint is refused later, by the operators, after this
+    charge (module docstring, "Restore order")."""
     from privstream.connectors.topics import TopicSpec, create_topics
     from privstream.jobs.continual_monitor import nodes_of
 
@@ -305,7 +317,9 @@ def config_from_args(args: argparse.Namespace, shards: int) -> SlidingWindowConf
 
 def run(args: argparse.Namespace) -> int:
     """``privstream run sliding-window``: validate (failing fast, naming the option), charge the
-    ledger (fail closed), then run until stopped."""
+    ledger (fail closed), then run until stopped. A ``--restore-from`` savepoint is checked only by
+    the operators, after the charge: an incompatible one fails the job with the budget spent (module
+    docstring, "Restore order")."""
     from privstream.connectors.ledger_topic import LedgerUnavailable
     from privstream.jobs.continual_monitor import nodes_of
 

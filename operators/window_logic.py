@@ -416,6 +416,16 @@ class WindowShardLogic:
         """The ``WindowRelease`` of the sketch now (Alg. 3 reads only PCMSs of complete ranges)."""
         sketch, settings = self.sketch, self.settings
         guarantee = sketch.guarantee()
+        relation = settings.neighbour_relation()
+        if guarantee.private:
+            g_eps, g_delta = guarantee.epsilon, guarantee.delta  # never None: the job always gives δ
+            epsilon = float(settings.epsilon if g_eps is None else g_eps)
+            delta = float(settings.delta if g_delta is None else g_delta)
+            rho = float(guarantee.rho)
+        else:  # injected noise (tests): nothing is guaranteed, so no ε, δ, ρ is claimed (the schema's
+            # doubles are not nullable: 0.0) and the relation says so before naming the would-be one
+            epsilon = delta = rho = 0.0
+            relation = f"NO DP GUARANTEE (injected noise, tests only; the relation it would be: {relation})"
         queries = list(settings.query_items)
         estimates = sketch.estimate_batch(queries).tolist()
         n = settings.window_items  # event time: the public bound on items per window; count: None (w)
@@ -442,10 +452,10 @@ class WindowShardLogic:
             "gamma": float(settings.gamma),
             "heavy_threshold": bar,
             "heavy_hitters": [{"item": i, "estimate": int(e)} for i, e in heavy],
-            "epsilon": float(guarantee.epsilon or settings.epsilon),
-            "delta": float(guarantee.delta or settings.delta),
-            "rho": float(guarantee.rho),
-            "neighbour_relation": settings.neighbour_relation(),
+            "epsilon": epsilon,
+            "delta": delta,
+            "rho": rho,
+            "neighbour_relation": relation,
             "privacy_unit": PRIVACY_UNIT,
             "composition": settings.composition,
             "theorem": guarantee.theorem,

@@ -374,3 +374,46 @@ def test_injected_noise_states_no_dp_guarantee() -> None:
         assert g.theorem.startswith("NO DP GUARANTEE") and "injected" in g.theorem
         state = DPSWSketch.from_bytes(sketch.to_bytes(), rng=SeededRandomSource(2))
         assert not state.guarantee().private
+
+
+def _with_flags(data: bytes, flags: int) -> bytes:
+    """The state ``data`` with its flags parameter replaced (the envelope re-sealed)."""
+    from privstream.sketches.binary_format import decode_envelope, encode_envelope
+    from privstream.window.state import DPSW_STATE_CODE
+
+    head, payload = decode_envelope(data, DPSW_STATE_CODE, 11, "DPSW state")
+    return encode_envelope(DPSW_STATE_CODE, [*head[:10], flags], payload)
+
+
+def test_no_dp_guarantee_survives_save_and_restore() -> None:
+    """The review's repro: a sketch built with injected noise (zero noise: its tables hold exact
+    counts), saved and restored WITHOUT an injected source, reported private = True and ε = 1. The
+    state's flag bit 1 keeps NO DP GUARANTEE across any number of restores, whatever noise the
+    restored sketch draws later (the CSPRNG here); production and keyed states stay private; a state
+    claiming both a key and injected noise (unreachable) and unknown flag bits are refused."""
+    from privstream.noise.rng import CryptoRandomSource
+
+    p = dpsw_params(window=40, substream=10, alpha=0.5, epsilon=1.0, delta=1e-6, depth=2, width=8)
+    for injected in (DPSWSketch(p, noise=zero), DPSWSketch(p, rng=SeededRandomSource(1))):
+        injected.update_batch([1, 2, 3] * 5)
+        data = injected.to_bytes()
+        for restored in (DPSWSketch.from_bytes(data), DPSWSketch.from_bytes(data, rng=CryptoRandomSource())):
+            g = restored.guarantee()
+            assert restored.injected_noise and not g.private and (g.epsilon, g.delta) == (None, None)
+            assert g.theorem.startswith("NO DP GUARANTEE")
+            restored.update_batch([4] * 30)  # new substreams with CSPRNG noise: still no guarantee
+            again = DPSWSketch.from_bytes(restored.to_bytes())
+            assert not again.guarantee().private and again.to_bytes() == restored.to_bytes()
+    full = p.guarantee()
+    for sketch in (DPSWSketch(p), DPSWSketch(p, noise_key=KEY)):
+        sketch.update_batch([1, 2, 3] * 5)
+        data = sketch.to_bytes()
+        restored = DPSWSketch.from_bytes(data)
+        assert restored.guarantee() == full and not restored.injected_noise and restored.to_bytes() == data
+    keyed = DPSWSketch(p, noise_key=KEY).to_bytes()
+    assert DPSWSketch.from_bytes(_with_flags(keyed, 1)).noise_key == KEY
+    for flags in (3, 4, 6):
+        with pytest.raises(SketchFormatError, match="bad DPSW state header"):
+            DPSWSketch.from_bytes(_with_flags(keyed, flags))
+    with pytest.raises(SketchFormatError, match="noise key presence"):
+        DPSWSketch.from_bytes(_with_flags(keyed, 2))

@@ -124,7 +124,7 @@ class DPSWSketch:
     parameters would get the same noise, and the difference of their answers would be noiseless;
     a new run resuming a keyed state re-keys it first (:meth:`rekey`). ``noise`` replaces the
     sampler (tests only; not with ``noise_key``). With ``noise`` or a seeded ``rng``
-    :meth:`guarantee` states no DP guarantee."""
+    :meth:`guarantee` states no DP guarantee, and so does every sketch restored from its state."""
 
     def __init__(
         self,
@@ -150,6 +150,9 @@ class DPSWSketch:
         #: the keyed-noise version recorded in the state this sketch was restored from, else
         #: :data:`NOISE_VERSION`; kept (conservatively) as restored, and :meth:`rekey` needs it equal
         self.noise_version = NOISE_VERSION
+        #: set when restored from a state whose noise was injected (:attr:`injected_noise`): its tables
+        #: may hold exact counts whatever noise this sketch draws later, so the flag is sticky
+        self._injected_before = False
         n = len(params.checkpoints)
         self._n = n
         length = params.substream
@@ -516,7 +519,8 @@ class DPSWSketch:
     def guarantee(self) -> WindowGuarantee:
         """The parameters' guarantee (Lemma 4.1, Thm 3.2) if the noise is the production noise (the
         OS CSPRNG or a secret ``noise_key``); with an injected sampler or a seeded ``rng`` (tests)
-        ``private`` is False, ε, δ are None and the theorem says NO DP GUARANTEE."""
+        ``private`` is False, ε, δ are None and the theorem says NO DP GUARANTEE; so too after a
+        restore of such a sketch's state (:attr:`injected_noise`)."""
         g = self.params.guarantee()
         if self.injected_noise:
             return dataclasses.replace(g, epsilon=None, delta=None, theorem=NO_GUARANTEE, private=False)
@@ -524,8 +528,10 @@ class DPSWSketch:
 
     @property
     def injected_noise(self) -> bool:
-        """Whether the noise comes from an injected sampler or a non-CSPRNG ``rng`` (tests only)."""
-        if self._noise is not None:
+        """Whether the noise comes from an injected sampler or a non-CSPRNG ``rng`` (tests only), or
+        the sketch was restored from a state whose noise was (the state stores it: flag bit 1 of
+        :mod:`privstream.window.state`; restoring with the CSPRNG does not make such tables private)."""
+        if self._noise is not None or self._injected_before:
             return True
         return (
             self._noise_key is None
@@ -568,10 +574,18 @@ class DPSWSketch:
         return decode_state(data, domain=domain, rng=rng, noise=noise)
 
     def _restore(
-        self, next_index: int, clock: int, items: int, insertions: int, subs: list[Substream]
+        self,
+        next_index: int,
+        clock: int,
+        items: int,
+        insertions: int,
+        subs: list[Substream],
+        *,
+        injected: bool = False,
     ) -> None:
         self._next, self._clock, self.items, self.insertions = next_index, clock, items, insertions
         self._substreams = {s.index: s for s in subs}
+        self._injected_before = injected
 
     @property
     def noise_key(self) -> bytes | None:

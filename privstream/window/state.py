@@ -5,7 +5,9 @@ The envelope is :mod:`privstream.sketches.binary_format`'s (magic, format versio
 A DPSW-Sketch is not a mergeable stream sketch, so it is not in the sketch registry.
 
 Parameters (u64): layout version (2), windowing code, w, W, a, b, hash seed, |I|, live substreams,
-next substream index, flags (bit 0: a noise key is stored).
+next substream index, flags (bit 0: a noise key is stored; bit 1: the noise was injected, an
+injected sampler or a seeded rng, tests only: :attr:`DPSWSketch.injected_noise`, so the restored
+sketch still states NO DP GUARANTEE; never both bits, a keyed sketch's noise is never injected).
 Payload (:func:`privstream.continual.pcc.pack_blobs`): ``<qqqq`` origin, clock, items, insertions;
 I as int64s; ρ, q, ζ, ε, δ as exact fractions in text (ε, δ empty when not given); the noise key
 (or empty); the keyed-noise version (ASCII, e.g. ``v3``: :data:`privstream.window.dpsw.NOISE_VERSION`
@@ -45,6 +47,7 @@ _NOISE_VERSION = re.compile(rb"v[0-9]{1,6}")
 _HEAD = struct.Struct("<qqqq")
 _SUB = struct.Struct("<qB")
 _FLAG_KEY = 1
+_FLAG_INJECTED = 2
 
 
 def _text(value: Fraction | None) -> bytes:
@@ -75,7 +78,7 @@ def encode_state(sketch: DPSWSketch) -> bytes:
         len(p.checkpoints),
         len(subs),
         sketch._next,
-        _FLAG_KEY if key is not None else 0,
+        (_FLAG_KEY if key is not None else 0) | (_FLAG_INJECTED if sketch.injected_noise else 0),
     ]
     blobs = [
         _HEAD.pack(p.origin, sketch.clock, sketch.items, sketch.insertions),
@@ -110,7 +113,7 @@ def decode_state(
         f"unsupported DPSW state layout {version} (this code reads {LAYOUT_VERSION}; a layout-1 state, "
         "written before the noise version was stored, cannot be resumed: start afresh)",
     )
-    require(wcode < len(Windowing) and flags <= _FLAG_KEY, "bad DPSW state header")
+    require(wcode < len(Windowing) and flags in (0, _FLAG_KEY, _FLAG_INJECTED), "bad DPSW state header")
     blobs = unpack_blobs(payload)
     require(len(blobs) == _BLOBS + n_subs, "DPSW state: wrong number of blobs")
     require(_NOISE_VERSION.fullmatch(blobs[8]) is not None, "DPSW state: bad noise version")
@@ -157,7 +160,7 @@ def decode_state(
         subs.append(Substream(index, tables, bool(complete)))
     require(origin - 1 <= clock < 2**62, "DPSW state: clock before the origin")
     _require_reachable(sketch, clock, next_index, items, insertions, subs)
-    sketch._restore(next_index, clock, items, insertions, subs)
+    sketch._restore(next_index, clock, items, insertions, subs, injected=bool(flags & _FLAG_INJECTED))
     return sketch
 
 
