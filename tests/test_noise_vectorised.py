@@ -303,24 +303,48 @@ def test_pinned_streams() -> None:
         715,
         "2c8e39d365",
     )
-    keyed = KeyedRandomSource(b"k" * 32, "pin")
-    assert discrete_gaussian_array(Fraction(3713, 10), 8, keyed).tolist() == [
-        15,
-        -11,
-        10,
+
+    def keyed() -> KeyedRandomSource:
+        return KeyedRandomSource(b"k" * 32, "pin")
+
+    # fewer than SMALL_ARRAY draws: the scalar kernels; 40 draws: the vectorised path
+    assert discrete_gaussian_array(Fraction(3713, 10), 8, keyed()).tolist() == [
+        -9,
+        -14,
+        22,
+        13,
+        6,
+        -3,
+        14,
+        22,
+    ]
+    assert discrete_gaussian_array(Fraction(3713, 10), 40, keyed()).tolist()[:8] == [
+        -15,
+        -10,
         -16,
         10,
+        13,
         -12,
         7,
-        12,
+        -28,
     ]
     assert discrete_laplace_array(Fraction(7, 3), 8, SeededRandomSource(7)).tolist() == [
-        -1,
-        2,
-        -9,
-        1,
-        1,
-        8,
+        0,
+        -3,
+        -2,
         1,
         -1,
+        1,
+        -5,
+        -3,
+    ]
+    assert discrete_laplace_array(Fraction(7, 3), 40, SeededRandomSource(7)).tolist()[:8] == [
+        -1,
+        0,
+        0,
+        -5,
+        0,
+        -1,
+        4,
+        5,
     ]
