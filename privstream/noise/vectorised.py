@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from math import isqrt
@@ -337,6 +338,21 @@ def _rounds(need: int, attempts: int, accepted: int) -> int:
     return (need * attempts * 9) // (accepted * 8) + 16
 
 
+def _collect(n: int, attempt: Callable[[int], np.ndarray]) -> np.ndarray:
+    """The first ``n`` accepted samples of repeated rounds ``attempt(size)`` (each returns the
+    round's accepted samples in order); round sizes come from :func:`_rounds`, so they depend only
+    on n and on earlier rounds' counts."""
+    parts: list[np.ndarray] = []
+    got = attempts = 0
+    while got < n:
+        size = _rounds(n - got, attempts, got)
+        y = attempt(size)[: n - got]
+        attempts += size
+        parts.append(y)
+        got += y.size
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def laplace_array(
     t: int,
     s: int,
@@ -350,15 +366,7 @@ def laplace_array(
     if not fast_path(t, s, limits):
         raise ValueError(f"scale {t}/{s} is outside the vectorised path; use the scalar sampler")
     draws = _Draws(rng, limits, stats)
-    parts: list[np.ndarray] = []
-    got = attempts = 0
-    while got < n:
-        size = _rounds(n - got, attempts, got)
-        y = _laplace_candidates(draws, t, s, size)[: n - got]
-        attempts += size
-        parts.append(y)
-        got += y.size
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return _collect(n, lambda size: _laplace_candidates(draws, t, s, size))
 
 
 def gaussian_array(
@@ -376,17 +384,14 @@ def gaussian_array(
         raise ValueError(f"sigma2 {num}/{den} is outside the vectorised path; use the scalar sampler")
     table = _gamma_table(num, den, limits.compare_bits, limits.whole_trials, limits.table_size)
     draws = _Draws(rng, limits, stats)
-    parts: list[np.ndarray] = []
-    got = attempts = 0
-    while got < n:
-        size = _rounds(n - got, attempts, got)
+
+    def accepted(size: int) -> np.ndarray:
         y = _laplace_candidates(draws, t, 1, size)
-        y = y[_accept(draws, table, y)][: n - got]
-        attempts += size
-        parts.append(y)
-        got += y.size
+        return y[_accept(draws, table, y)]
+
+    out = _collect(n, accepted)
     if draws.stats:
         logger.debug(
             "discrete Gaussian sigma2=%d/%d: exact scalar hand-overs %s", num, den, dict(draws.stats)
         )
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return out
