@@ -29,8 +29,8 @@ import numpy as np
 from bench_sketches import timed
 
 from privstream import datagen
-from privstream.eval.studies.dpsw import geometric_checkpoints
-from privstream.window import DPSWSketch, dpsw_params
+from privstream.eval.studies.dpsw import default_params
+from privstream.window import DPSWSketch
 
 
 def zero_noise(sigma2: object, count: int) -> np.ndarray:
@@ -39,15 +39,8 @@ def zero_noise(sigma2: object, count: int) -> np.ndarray:
 
 
 def build(n: int, window: int, substream: int, count: int, depth: int, width: int, noise: bool) -> DPSWSketch:
-    p = dpsw_params(
-        window=window,
-        substream=substream,
-        checkpoints=geometric_checkpoints(substream, count),
-        budget_ratio=0.55,
-        epsilon=1.0,
-        delta=float(n) ** -1.5,
-        depth=depth,
-        width=width,
+    p = default_params(
+        n, window=window, substream=substream, checkpoint_count=count, depth=depth, width=width
     )
     return DPSWSketch(p, noise=None if noise else zero_noise)
 

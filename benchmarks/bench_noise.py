@@ -45,21 +45,10 @@ def zipf_stream(seed: int, n: int, universe: int) -> list[int]:
 
 def dpsw_variances() -> list[Fraction]:
     """σ² = a/ρ_j of benchmarks/bench_dpsw.py's default DPSW setting (a = 3, three checkpoints)."""
-    from privstream.eval.studies.dpsw import geometric_checkpoints
-    from privstream.window import dpsw_params
+    from privstream.eval.studies.dpsw import default_params
     from privstream.window.pcms import pcms_variance
 
-    n = 10**7
-    p = dpsw_params(
-        window=10**6,
-        substream=10**5,
-        checkpoints=geometric_checkpoints(10**5, 3),
-        budget_ratio=0.55,
-        epsilon=1.0,
-        delta=float(n) ** -1.5,
-        depth=3,
-        width=2000,
-    )
+    p = default_params()
     return [pcms_variance(p.depth, rho) for rho in p.budgets]
 
 

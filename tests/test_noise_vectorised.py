@@ -20,13 +20,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privstream.eval.studies.dpsw import geometric_checkpoints
+from privstream.eval.studies.dpsw import default_params
 from privstream.noise import SeededRandomSource, discrete_gaussian_array, discrete_laplace_array
 from privstream.noise import discrete as discrete_module
 from privstream.noise.discrete import _gaussian_array, _laplace_array
 from privstream.noise.rng import KeyedRandomSource
 from privstream.noise.vectorised import Limits, gaussian_array, laplace_array
-from privstream.window import dpsw_params
 from privstream.window.pcms import pcms_variance
 
 ALPHA = 1e-6
@@ -101,17 +100,7 @@ def same_distribution_p(a: np.ndarray, b: np.ndarray) -> float:
 
 def dpsw_variances() -> list[Fraction]:
     """σ² = a/ρ_j of the PCMSs of benchmarks/bench_dpsw.py's default setting (a = 3)."""
-    n = 10**7
-    p = dpsw_params(
-        window=10**6,
-        substream=10**5,
-        checkpoints=geometric_checkpoints(10**5, 3),
-        budget_ratio=0.55,
-        epsilon=1.0,
-        delta=float(n) ** -1.5,
-        depth=3,
-        width=2000,
-    )
+    p = default_params()
     return [pcms_variance(p.depth, rho) for rho in p.budgets]
 
 

@@ -45,7 +45,7 @@ from privstream.eval.claims import Claim
 from privstream.eval.harness import Settings, StudyContext, StudyOutput, register_study
 from privstream.eval.results import PlotSpec, Row
 from privstream.eval.workloads import Workload
-from privstream.window import DPSWSketch, dpsw_params
+from privstream.window import DPSWParams, DPSWSketch, dpsw_params
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +134,30 @@ def geometric_checkpoints(length: int, count: int) -> list[int]:
         if not out or p < out[-1]:
             out.append(p)
     return out if out[-1] == 1 else [*out, 1]
+
+
+def default_params(
+    n: int = 10**7,
+    *,
+    window: int = 10**6,
+    substream: int = 10**5,
+    checkpoint_count: int = 3,
+    depth: int = 3,
+    width: int = 2000,
+) -> DPSWParams:
+    """The paper's default setting for a stream of ``n`` items (§5, App. A): w = 10^6, W = 0.1w,
+    geometric I with |I| = 3, split ratio q = 0.55, ε = 1, δ = n^−1.5, a = 3, b = 2000 — what
+    benchmarks/bench_dpsw.py measures (the study itself reads its own ``--param`` values)."""
+    return dpsw_params(
+        window=window,
+        substream=substream,
+        checkpoints=geometric_checkpoints(substream, checkpoint_count),
+        budget_ratio=0.55,
+        epsilon=1.0,
+        delta=float(n) ** -1.5,
+        depth=depth,
+        width=width,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
