@@ -33,6 +33,7 @@ from privstream.noise.distributions import (
     discrete_laplace_tail,
     smallest_abs_bound,
 )
+from tests.chi_square import pool_cells
 
 ALPHA = 1e-3
 
@@ -49,18 +50,8 @@ def chi_square_p(samples: np.ndarray, pmf) -> float:  # noqa: ANN001
     # tails beyond the observed range go into the end cells
     expected[0] += n * sum(pmf(z) for z in range(lo - 200, lo))
     expected[-1] += n * sum(pmf(z) for z in range(hi + 1, hi + 200))
-    obs_cells, exp_cells, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(observed, expected, strict=True):
-        acc_o += o
-        acc_e += e
-        if acc_e >= 5:
-            obs_cells.append(acc_o)
-            exp_cells.append(acc_e)
-            acc_o = acc_e = 0.0
-    obs_cells[-1] += acc_o
-    exp_cells[-1] += acc_e
-    exp_arr = np.asarray(exp_cells) * n / sum(exp_cells)
-    return float(stats.chisquare(obs_cells, exp_arr).pvalue)
+    obs_cells, exp_cells = pool_cells(observed, expected)
+    return float(stats.chisquare(obs_cells, exp_cells).pvalue)
 
 
 @pytest.mark.parametrize("p", [Fraction(0), Fraction(1), Fraction(1, 3), Fraction(999, 1000)])

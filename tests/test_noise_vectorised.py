@@ -23,10 +23,11 @@ from scipy import stats
 from privstream.eval.studies.dpsw import default_params
 from privstream.noise import SeededRandomSource, discrete_gaussian_array, discrete_laplace_array
 from privstream.noise import discrete as discrete_module
-from privstream.noise.discrete import _gaussian_array, _laplace_array
+from privstream.noise.discrete import SMALL_ARRAY, _gaussian_array, _laplace_array
 from privstream.noise.rng import KeyedRandomSource
 from privstream.noise.vectorised import Limits, gaussian_array, laplace_array
 from privstream.window.pcms import pcms_variance
+from tests.chi_square import pool_cells
 
 ALPHA = 1e-6
 N_DRAWS = 200_000
@@ -62,19 +63,7 @@ def pooled_counts(samples: np.ndarray, radius: int, pmf: np.ndarray) -> tuple[np
     """Observed and expected counts on [-R, R], cells with expected count < 5 pooled (tails in order)."""
     assert samples.size and int(np.abs(samples).max()) <= radius
     observed = np.bincount(samples + radius, minlength=pmf.size).astype(float)
-    expected = samples.size * pmf
-    obs_cells, exp_cells, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(observed, expected, strict=True):
-        acc_o += o
-        acc_e += e
-        if acc_e >= 5:
-            obs_cells.append(acc_o)
-            exp_cells.append(acc_e)
-            acc_o = acc_e = 0.0
-    obs_cells[-1] += acc_o
-    exp_cells[-1] += acc_e
-    exp_arr = np.asarray(exp_cells)
-    return np.asarray(obs_cells), exp_arr * samples.size / exp_arr.sum()
+    return pool_cells(observed, samples.size * pmf)
 
 
 def gof_p(samples: np.ndarray, radius: int, pmf: np.ndarray) -> float:
@@ -173,9 +162,9 @@ def test_laplace_hand_overs_are_exact() -> None:
     assert gof_p(samples, *laplace_pmf(Fraction(10, 3))) > ALPHA
 
 
-def test_scalar_fallback_agrees_with_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
-    """max_t = 0 forces the whole-array scalar path (counted); it and the vectorised path agree in
-    distribution (homogeneity) and each fits the exact pmf."""
+@pytest.fixture
+def scalar_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the whole-array scalar fallbacks (``discrete._scalar_array`` calls) of a test."""
     calls = Counter[str]()
     scalar = discrete_module._scalar_array
 
@@ -184,37 +173,35 @@ def test_scalar_fallback_agrees_with_vectorised(monkeypatch: pytest.MonkeyPatch)
         return scalar(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(discrete_module, "_scalar_array", counting)
+    return calls
+
+
+def test_scalar_fallback_agrees_with_vectorised(scalar_calls: Counter[str]) -> None:
+    """max_t = 0 forces the whole-array scalar path (counted); it and the vectorised path agree in
+    distribution (homogeneity) and each fits the exact pmf."""
     sigma2, n = Fraction(7, 3), 20_000
     slow = _gaussian_array(sigma2, n, SeededRandomSource(141), Limits(max_t=0))
-    assert calls["scalar"] == 1
+    assert scalar_calls["scalar"] == 1
     fast = _gaussian_array(sigma2, N_DRAWS, SeededRandomSource(142))
-    assert calls["scalar"] == 1
+    assert scalar_calls["scalar"] == 1
     assert same_distribution_p(slow, fast) > ALPHA
     assert gof_p(slow, *gaussian_pmf(sigma2)) > ALPHA
     lap_slow = _laplace_array(Fraction(7, 3), n, SeededRandomSource(143), Limits(max_t=0))
-    assert calls["scalar"] == 2
+    assert scalar_calls["scalar"] == 2
     lap_fast = _laplace_array(Fraction(7, 3), N_DRAWS, SeededRandomSource(144))
     assert same_distribution_p(lap_slow, lap_fast) > ALPHA
 
 
-def test_scale_beyond_int64_products_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scale_beyond_int64_products_falls_back(scalar_calls: Counter[str]) -> None:
     """t = ⌊σ⌋ + 1 > max_t = 2^24 (σ² = 2^50) and a float Laplace scale (t ≈ 2^52) use the scalar
     kernels; the draws still have the right spread."""
-    calls = Counter[str]()
-    scalar = discrete_module._scalar_array
-
-    def counting(*args: object) -> np.ndarray:
-        calls.update(["scalar"])
-        return scalar(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(discrete_module, "_scalar_array", counting)
     samples = discrete_gaussian_array(Fraction(2**50), 2000, SeededRandomSource(151)).astype(float)
-    assert calls["scalar"] == 1
+    assert scalar_calls["scalar"] == 1
     sd = 2.0**25
     assert abs(samples.mean()) < 6 * sd / math.sqrt(samples.size)
     assert abs(samples.var() / sd**2 - 1) < 6 * math.sqrt(2 / samples.size)
-    discrete_laplace_array(1 / 0.7, 10, SeededRandomSource(152))
-    assert calls["scalar"] == 2
+    discrete_laplace_array(1 / 0.7, SMALL_ARRAY, SeededRandomSource(152))
+    assert scalar_calls["scalar"] == 2
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])
