@@ -25,7 +25,6 @@ from privstream.connectors.clients import parse_bootstrap
 from privstream.connectors.topics import dead_letter_topic
 from privstream.connectors.validation import sql_option_value
 from privstream.operators.epochs import (
-    DATA_DRIVEN_WATERMARK_ASSUMPTION,
     CountEpochs,
     EpochPolicy,
     TimeEpochs,
@@ -45,7 +44,6 @@ def mechanism_choices() -> tuple[str, ...]:
     return ("auto", *registry.names())
 
 
-OPERATORS = ("process", "window")
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
 _MS = timedelta(milliseconds=1)
 
@@ -142,8 +140,6 @@ class HeavyHittersConfig:
     bootstrap: str = "127.0.0.1:9092"
     topic: str = "events"
     lateness: timedelta = timedelta(0)
-    operator: str = "process"
-    trust_event_time: bool = False
     m: int | None = None
     shard_key: str | None = None
     release_mode: str | None = None
@@ -214,20 +210,6 @@ class HeavyHittersConfig:
                 f"--epoch: expected events per shard (an int >= 1) or a timedelta, got {self.epoch!r}"
             )
         _milliseconds("--lateness", self.lateness, 0)  # checked with count epochs too, which ignore it
-        if self.operator not in OPERATORS:
-            raise ConfigError(f"--operator: expected one of {OPERATORS}, got {self.operator!r}")
-        if self.operator == "window":
-            if not isinstance(self.epoch, timedelta):
-                raise ConfigError("--operator: the window variant needs event-time epochs (e.g. --epoch 60s)")
-            if not self.trust_event_time:
-                raise ConfigError(
-                    "--operator: the window variant closes epochs on Flink's data-driven watermark (max event "
-                    "time seen - --lateness), so ONE event with a far-future time can make other events late "
-                    "and the add/remove-one-event (ε, δ) guarantee fails; use the default --operator process "
-                    "(epochs closed by producer punctuation), or pass --trust-event-time to accept the assumption"
-                )
-        elif self.trust_event_time:
-            raise ConfigError("--trust-event-time: only applies to --operator window")
 
     def _check_release(self) -> None:
         epsilon = _real("--epsilon", self.epsilon)
@@ -316,14 +298,9 @@ class HeavyHittersConfig:
 
     @property
     def policy(self) -> EpochPolicy:
-        """Count epochs, or time epochs closed by punctuation (process operator) or by Flink's
-        data-driven watermark (window operator: its releases state that assumption)."""
+        """Count epochs, or time epochs closed by the producers' punctuation (never by the data)."""
         if not isinstance(self.epoch, timedelta):
             return CountEpochs(self.epoch)
-        if self.operator == "window":
-            return TimeEpochs(
-                self.epoch // _MS, self.lateness // _MS, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION
-            )
         return TimeEpochs(self.epoch // _MS, self.lateness // _MS)
 
     @property

@@ -45,7 +45,6 @@ from datetime import timedelta
 
 from privstream.connectors import validation
 from privstream.jobs.config import (
-    OPERATORS,
     RELEASE_MODES,
     SHARD_KEYS,
     ConfigError,
@@ -83,21 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--lateness",
         default="0s",
         help="event-time epochs: allowed lateness behind the producers' EpochWatermark punctuation "
-        "(process operator) or Flink's bounded out-of-orderness (window operator); default 0s",
-    )
-    p.add_argument(
-        "--operator",
-        choices=OPERATORS,
-        default="process",
-        help="sketch operator: keyed process function (default; count epochs, or time epochs closed by "
-        "EpochWatermark punctuations) or tumbling event-time window aggregate (time epochs only; "
-        "needs --trust-event-time)",
-    )
-    p.add_argument(
-        "--trust-event-time",
-        action="store_true",
-        help="allow --operator window, whose epochs close on Flink's DATA-DRIVEN watermark (one far-future "
-        "event can make other events late); releases then state this assumption",
+        "(epochs close on punctuation only, never on event times); default 0s",
     )
     p.add_argument(
         "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
@@ -221,8 +206,6 @@ def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
         bootstrap=args.bootstrap,
         topic=args.topic,
         lateness=_duration(args.lateness, "--lateness"),
-        operator=args.operator,
-        trust_event_time=args.trust_event_time,
         m=args.m,
         shard_key=args.shard_key,
         release_mode=args.release_mode,

@@ -102,24 +102,21 @@ def build_pipeline(
         group_id=config.group_id,
         stop_offsets=stop_offsets,
     )
-    if config.operator == "window":
-        merged, dead_letters = _window_variant(rows, config, shards)
-    else:
-        shard_sketches = (
-            rows.key_by(lambda r: r[1], key_type=Types.INT())
-            .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks.faults, shards))
-            .uid("shard-sketch")
-            .name("shard sketch (keyed by partition)")
-            .set_parallelism(config.parallelism)
-        )
-        dead_letters = shard_sketches.get_side_output(DEAD_LETTERS)
-        merged = (
-            shard_sketches.key_by(lambda _: 0, key_type=Types.INT())
-            .process(EpochMergeFunction(shards, config.spec))
-            .uid("epoch-merge")
-            .name("fixed-order merge")
-            .set_parallelism(1)
-        )
+    shard_sketches = (
+        rows.key_by(lambda r: r[1], key_type=Types.INT())
+        .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks.faults, shards))
+        .uid("shard-sketch")
+        .name("shard sketch (keyed by partition)")
+        .set_parallelism(config.parallelism)
+    )
+    dead_letters = shard_sketches.get_side_output(DEAD_LETTERS)
+    merged = (
+        shard_sketches.key_by(lambda _: 0, key_type=Types.INT())
+        .process(EpochMergeFunction(shards, config.spec))
+        .uid("epoch-merge")
+        .name("fixed-order merge")
+        .set_parallelism(1)
+    )
     releases = (
         merged.key_by(lambda _: 0, key_type=Types.INT())
         .process(
@@ -154,58 +151,6 @@ def build_pipeline(
     sink(dead_letters, config.dlq, "dlq")
     if hooks.expose_sketches_topic:  # TESTS/AUDIT ONLY: the pre-noise sketches are NOT private
         sink(releases.get_side_output(SKETCHES), hooks.expose_sketches_topic, "sketches")
-
-
-def _window_variant(rows: Any, config: HeavyHittersConfig, shards: int) -> tuple[Any, Any]:
-    """Window-aggregate variant (:mod:`privstream.operators.window_sketch`): ``(merged, dead letters)``."""
-    from privstream.operators.epochs import TimeEpochs
-    from privstream.operators.kafka_io import BYTES
-    from privstream.operators.sketch_operator import DEAD_LETTERS
-    from privstream.operators.window_sketch import (
-        LATE_PIECES,
-        EpochPieces,
-        EpochStart,
-        ShardWindowResult,
-        SketchAggregate,
-        WatermarkEpochMergeFunction,
-        late_dead_letter,
-    )
-    from pyflink.common import Duration, Time, Types, WatermarkStrategy
-    from pyflink.datastream.window import TumblingEventTimeWindows
-
-    policy = config.policy
-    assert isinstance(policy, TimeEpochs)
-    pieces = (
-        rows.process(EpochPieces(config.spec, policy, config.topic, shards))
-        .uid("epoch-pieces")
-        .name("decode + cut")
-    )
-    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
-        Duration.of_millis(policy.lateness_ms)
-    ).with_timestamp_assigner(EpochStart(policy.length_ms))
-    windowed = (
-        pieces.assign_timestamps_and_watermarks(watermarks)
-        .key_by(lambda p: p[0], key_type=Types.INT())
-        .window(TumblingEventTimeWindows.of(Time.milliseconds(policy.length_ms)))
-        .side_output_late_data(LATE_PIECES)
-        .aggregate(
-            SketchAggregate(config.spec),
-            ShardWindowResult(policy.length_ms),
-            accumulator_type=Types.PICKLED_BYTE_ARRAY(),
-        )
-        .uid("shard-window-sketch")
-        .name("shard sketch (tumbling window aggregate)")
-    )
-    late = windowed.get_side_output(LATE_PIECES).map(late_dead_letter(config.topic), output_type=BYTES)
-    dead_letters = pieces.get_side_output(DEAD_LETTERS).union(late)
-    merged = (
-        windowed.key_by(lambda _: 0, key_type=Types.INT())
-        .process(WatermarkEpochMergeFunction(shards, config.spec, policy.length_ms))
-        .uid("epoch-merge-watermark")
-        .name("fixed-order merge (on watermark)")
-        .set_parallelism(1)
-    )
-    return merged, dead_letters
 
 
 def create_environment(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:

@@ -49,9 +49,6 @@ from privstream.operators.state_records import (
 )
 
 from privstream.privacy import (
-    Condition,
-    ConditionKind,
-    Enforcement,
     EpochKind,
     NeighbourRelation,
     Scope,
@@ -62,25 +59,6 @@ from privstream.validation import check_int
 
 #: ``closed_through`` of a shard that has finished its input: every epoch is closed.
 FINAL = 2**62
-
-#: The window variant's (``--trust-event-time``) conditions: its epochs close on Flink's data-driven
-#: watermark, not on punctuation, and it does not stop releasing after a misrouted message. Passed
-#: as ``TimeEpochs(..., neighbour_assumption=...)``; both are ASSUMED in the stated relation.
-DATA_DRIVEN_WATERMARK_ASSUMPTION: tuple[Condition, ...] = (
-    Condition(
-        ConditionKind.EVENT_TIME,
-        "every event arrives within --lateness of the maximum event time seen (data-driven watermark): "
-        "otherwise one event can make others late; which epochs are released also depends on which "
-        "contain events",
-        Enforcement.ASSUMED,
-    ),
-    Condition(
-        ConditionKind.ROUTING,
-        "the producer partitions by hash (misrouted messages are dead-lettered, but this variant does not "
-        "stop releasing after one)",
-        Enforcement.ASSUMED,
-    ),
-)
 
 
 @dataclass
@@ -192,20 +170,16 @@ class CountEpochs:
 class TimeEpochs:
     """Tumbling event-time epochs of ``length_ms``, closed by punctuation less ``lateness_ms``.
 
-    ``neighbour_assumption`` holds conditions the release adds to its neighbour relation: none for
-    punctuation-closed epochs (this class's own :meth:`split`), and
-    :data:`DATA_DRIVEN_WATERMARK_ASSUMPTION` when the window variant closes the epochs on Flink's
-    data-driven watermark instead (an ``EVENT_TIME`` condition: the epochs are then stated as
-    watermark-closed)."""
+    Which epochs exist is public: from the shard's first punctuation on, every epoch up to the last
+    punctuation is closed and released, empty ones too (:meth:`ShardProgress.close_through`), so
+    one event never decides whether an epoch is released (issue 22; docs/privacy.md)."""
 
-    def __init__(
-        self, length_ms: int, lateness_ms: int = 0, *, neighbour_assumption: tuple[Condition, ...] = ()
-    ) -> None:
+    #: epochs close on the producers' public punctuations, never on the data
+    epoch_kind = EpochKind.PUNCTUATED_TIME
+
+    def __init__(self, length_ms: int, lateness_ms: int = 0) -> None:
         self.length_ms = check_int("epoch (ms)", length_ms, type_error=ValueError)
         self.lateness_ms = check_int("lateness (ms)", lateness_ms, minimum=0, type_error=ValueError)
-        self.neighbour_assumption = tuple(neighbour_assumption)
-        watermark = any(c.kind is ConditionKind.EVENT_TIME for c in self.neighbour_assumption)
-        self.epoch_kind = EpochKind.WATERMARK_TIME if watermark else EpochKind.PUNCTUATED_TIME
 
     #: One event changes one epoch (its own): no group privacy needed.
     group_size = 1
@@ -216,9 +190,8 @@ class TimeEpochs:
         return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"
 
     def neighbour_relation(self, mechanism_relation: NeighbourRelation) -> NeighbourRelation:
-        """The mechanism's add/remove relation, per time epoch, plus the window variant's
-        assumptions (if any): one event changes only its own epoch."""
-        return mechanism_relation.in_epochs(self.epoch_kind).with_conditions(*self.neighbour_assumption)
+        """The mechanism's add/remove relation, per time epoch: one event changes only its own epoch."""
+        return mechanism_relation.in_epochs(self.epoch_kind)
 
     def _times(self, payload: Payload) -> np.ndarray:
         if isinstance(payload, EventPayload):

@@ -86,7 +86,6 @@ class EpochKind(enum.Enum):
 
     NONE = "none"
     PUNCTUATED_TIME = "punctuated time"
-    WATERMARK_TIME = "watermark time"
     COUNT = "count"
 
 
@@ -252,7 +251,6 @@ _EPOCH_TEXT = {
         "per event-time epoch: each {noun}'s epoch is that of its own timestamp, and epochs close on the "
         "producer's public punctuations, never on the data"
     ),
-    EpochKind.WATERMARK_TIME: "per event-time epoch, closed by Flink's data-driven watermark",
     EpochKind.COUNT: (
         "per count epoch: count epochs cut each shard's stream by position, so only the replaced {noun}'s "
         "epoch changes"

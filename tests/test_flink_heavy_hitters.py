@@ -374,7 +374,7 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     from privstream.connectors.clients import kafka_producer
 
     from privstream.partitioning import partition_for
-    from privstream.sketches import PrivacyAwareMisraGries, merge_in_order
+    from privstream.sketches import PrivacyAwareMisraGries
 
     k, m, epoch_ms, partitions = 16, 3, 10_000, 2
     topic = create_topic(flink_broker.bootstrap, fresh_name("pamg-events"), partitions)
@@ -438,40 +438,3 @@ def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
     assert last["sequence"] == 3 and last["epsilon_spent"] == pytest.approx(3.0)  # sequential composition
     assert len(out.dead_letters) == 1 and "late" in out.dead_letters[0]["error"]
     assert out.dead_letters[0]["original_value"] == late
-
-
-def test_window_aggregate_variant_equals_core(hh_stream: ProducedStream) -> None:
-    """``--operator window --trust-event-time`` (refused without the flag: its watermark is
-    data-driven) with ``--release-mode merged``: tumbling event-time windows whose accumulator is
-    the sketch; the merged epoch sketches equal core's per-(partition, epoch) sketches merged in
-    partition order and are released with a merged-sketch mechanism (never PMG); punctuation
-    messages are ignored (not dead-lettered)."""
-    epoch_ms = 2000
-    prefix = fresh_name("win")
-    run_job_to_end(
-        job_config(
-            hh_stream,
-            prefix,
-            release_mode="merged",
-            operator="window",
-            trust_event_time=True,
-            lateness=timedelta(seconds=10),
-            epoch=timedelta(seconds=2),
-        ),
-        seeded(prefix),
-    )
-    per_epoch: dict[int, dict[int, MisraGries]] = {}
-    for p in sorted(hh_stream.batches):
-        for items, times in zip(hh_stream.batches[p], hh_stream.times[p], strict=True):
-            epochs = times // epoch_ms
-            for e in np.unique(epochs).tolist():
-                per_epoch.setdefault(e, {}).setdefault(p, MisraGries(K)).update_batch(items[epochs == e])
-    expected = {e: merge_in_order([sk[p] for p in sorted(sk)], k=K) for e, sk in per_epoch.items()}
-    out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=len(expected))
-    assert [s["epoch"] for s in out.sketches] == sorted(expected)
-    for snap in out.sketches:
-        got = load_sketch(snap["data"])
-        assert got.build is Build.MERGED and got.counters() == expected[snap["epoch"]].counters()
-    assert [r["epoch"] for r in out.releases] == sorted(expected)
-    assert all(r["mechanism"] in ("gshm", "laplace_threshold") for r in out.releases)
-    assert len(out.dead_letters) == 1  # the malformed message; no late pieces with 10 s lateness

@@ -20,7 +20,6 @@ import pytest
 from privstream.connectors import flink_jars
 from privstream.jobs.config import ConfigError, HeavyHittersConfig, mechanism_choices
 from privstream.jobs.heavy_hitters import config_from_args, configure
-from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
 
 from privstream.mechanisms import MECHANISMS
 
@@ -92,9 +91,6 @@ def _args(*extra: str) -> argparse.Namespace:
         (["--releases-topic", "my releases"], "--releases-topic"),
         (["--dlq-topic", "a/b"], "--dlq-topic"),
         (["--m", "4", "--shard-key", "item"], "--shard-key"),
-        (["--operator", "window"], "--operator"),
-        (["--operator", "window", "--epoch", "10s"], "--operator"),  # needs --trust-event-time
-        (["--trust-event-time"], "--trust-event-time"),  # only for the window operator
         (["--flink-conf", "novalue"], "--flink-conf"),
         (["--parallelism", "0"], "--parallelism"),
         # Alg. 2 needs a sequential sketch: valid per shard (the MG default), refused on merged sketches
@@ -148,7 +144,6 @@ _VALID: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "k": 16, "epoch": 1000}
         ({"delta": "1e-6"}, "--delta"),
         ({"total_epsilon": 0.5}, "--total-epsilon"),
         ({"mechanism": "bogus"}, "--mechanism"),
-        ({"operator": "windows"}, "--operator"),
         ({"shard_key": "partition"}, "--shard-key"),
         ({"release_mode": "per_shard"}, "--release-mode"),
         ({"release_mode": "merged", "mechanism": "pmg"}, "--mechanism"),
@@ -263,19 +258,6 @@ def test_valid_config_is_event_level_mg_by_default_and_pamg_with_m() -> None:
     assert config.release.noise_seed is None  # production noise: the CSPRNG
     pamg = config_from_args(_args("--m", "4", "--epoch", "30s"))
     assert pamg.spec.kind == "pamg" and pamg.spec.m == 4 and pamg.policy.length_ms == 30_000
-
-
-def test_window_operator_needs_the_explicit_event_time_trust_flag() -> None:
-    """The window variant closes epochs on Flink's data-driven watermark (one far-future event can
-    make others late), so it is refused unless opted in, and then releases state the assumption."""
-    with pytest.raises(ConfigError, match="--trust-event-time") as info:
-        config_from_args(_args("--operator", "window", "--epoch", "10s"))
-    assert "far-future" in str(info.value)
-    config = config_from_args(_args("--operator", "window", "--epoch", "10s", "--trust-event-time"))
-    assert config.operator == "window"
-    assert config.policy.neighbour_assumption == DATA_DRIVEN_WATERMARK_ASSUMPTION
-    process = config_from_args(_args("--epoch", "10s"))
-    assert not process.policy.neighbour_assumption  # punctuation-closed epochs need no assumption
 
 
 def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from privstream.mechanisms import (
     release,
     release_partitions,
 )
-from privstream.mechanisms.registry import one_step_budget
+from privstream.mechanisms.registry import NoGuarantee, PrivacyMap, one_step_budget
 from privstream.noise import SeededRandomSource
 from privstream.privacy import (
     Change,
@@ -426,7 +427,7 @@ def test_count_epochs_turn_two_steps_into_one_same_shard_replacement() -> None:
 
 
 def test_job_relations_for_time_count_window_and_user_level() -> None:
-    from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION, CountEpochs, TimeEpochs
+    from privstream.operators.epochs import CountEpochs, TimeEpochs
     from privstream.operators.sketch_spec import SketchSpec
 
     mg, pamg = SketchSpec("mg", 16), SketchSpec("pamg", 16, 3)
@@ -442,10 +443,6 @@ def test_job_relations_for_time_count_window_and_user_level() -> None:
     assert timed.epochs is EpochKind.PUNCTUATED_TIME and timed.change is Change.ADD_REMOVE
     assert "hash of the item" in timed.render() and "releases nothing more" in timed.render()
     assert "ASSUMES" not in timed.render()
-    window = job(TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION), mg, event)
-    assert window.epochs is EpochKind.WATERMARK_TIME
-    routing = {c.kind: c for c in window.conditions}[ConditionKind.ROUTING]
-    assert routing.enforcement is Enforcement.ASSUMED  # the window variant does not fail closed
     assert job(CountEpochs(10), mg, event).render().startswith("replace one event at a fixed position")
     users_timed = job(TimeEpochs(1000), pamg, user).render()
     assert users_timed.startswith("add/remove one user") and "hash of the user" in users_timed
@@ -465,3 +462,23 @@ def test_composing_conditions_never_strengthens_a_claim() -> None:
         NeighbourRelation(Unit.EVENT, conditions=(verified, assumed))
     with pytest.raises(ValueError, match="group_size"):
         NeighbourRelation(Unit.EVENT, group_size=0)
+
+
+def test_a_privacy_map_states_no_guarantee_where_group_privacy_leaves_none() -> None:
+    """Lemma 8.1 at d steps: (d·ε, d·e^{dε}·δ). Where that δ reaches 1 the map answers NoGuarantee
+    (never a Budget, which refuses δ ≥ 1, and never an error), and ``covers`` is false; the largest
+    d below it still maps to a Budget with the formula's δ; pure maps keep δ = 0 at any d."""
+    approx = PrivacyMap(pure=False, theorem="t")
+    one = Budget(0.5, 1e-3)
+    below = approx(one, 4)
+    assert isinstance(below, Budget)
+    assert below.epsilon == 2.0 and below.delta == pytest.approx(4 * math.exp(2.0) * 1e-3)
+    d = next(d for d in range(1, 100) if d * math.exp(d * 0.5) * 1e-3 >= 1)  # 10: δ = 10·e^5·1e-3 ≈ 1.48
+    got = approx(one, d)
+    assert isinstance(got, NoGuarantee) and got.d_in == d and got.delta_bound >= 1
+    assert "no DP guarantee" in got.render() and str(d) in got.render()
+    assert not approx.covers(one, d, Budget(1e6, 0.999))
+    huge = approx(Budget(800.0, 1e-9), 2)  # e^{1600} overflows a float: still NoGuarantee, no error
+    assert isinstance(huge, NoGuarantee) and huge.delta_bound == math.inf
+    pure = PrivacyMap(pure=True, theorem="t")(Budget(0.5, 1e-3), d)
+    assert isinstance(pure, Budget) and pure.delta == 0.0 and pure.epsilon == d * 0.5

@@ -105,24 +105,6 @@ def test_restored_ledger_is_reconciled_with_the_more_advanced_topic_state() -> N
     assert reconcile_ledgers(old.to_bytes(), None) == old.to_bytes()
 
 
-def test_window_variant_releases_state_the_data_driven_watermark_assumption() -> None:
-    """``--operator window --trust-event-time``: the release's neighbour relation carries the
-    data-driven-watermark assumption and the unchecked routing, which replaces the job's verified
-    routing (composition never strengthens a claim); punctuation-closed epochs carry neither."""
-    from privstream.operators.epochs import DATA_DRIVEN_WATERMARK_ASSUMPTION
-
-    window = TimeEpochs(1000, neighbour_assumption=DATA_DRIVEN_WATERMARK_ASSUMPTION)
-    plain = _release(TimeEpochs(1000), new_noise_key())["neighbour_relation"]
-    windowed = _release(window, new_noise_key())["neighbour_relation"]
-    watermark, routing = (c.render() for c in DATA_DRIVEN_WATERMARK_ASSUMPTION)
-    assert watermark.startswith("ASSUMES") and routing.startswith("ASSUMES")
-    assert watermark not in plain and routing not in plain and "ASSUMES" not in plain
-    assert watermark in windowed and routing in windowed
-    assert "releases nothing more" in plain and "releases nothing more" not in windowed
-    assert "closed by Flink's data-driven watermark" in windowed and "punctuations" in plain
-    assert "hash of the item" in plain and "hash of the item" in windowed
-
-
 def test_avro_release_carries_the_whole_error_bound_and_old_messages_still_decode() -> None:
     """``Release.error_bound`` is an ``ErrorBound`` record (β, the symbolic sketch term, the
     systematic coefficient …), and messages written with ``Release.v1`` (one double) decode to that

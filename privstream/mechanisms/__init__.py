@@ -21,6 +21,7 @@ from privstream.mechanisms.pmg_standard import pmg_standard_threshold
 from privstream.mechanisms.registry import (
     Calibration,
     Mechanism,
+    NoGuarantee,
     PrivacyMap,
     Request,
     Structure,
@@ -45,6 +46,7 @@ __all__ = [
     "GSHMParameters",
     "Mechanism",
     "MechanismNotApplicable",
+    "NoGuarantee",
     "PrivacyMap",
     "Release",
     "Request",

@@ -82,26 +82,53 @@ class Structure:
 
 
 @dataclass(frozen=True)
+class NoGuarantee:
+    """What a privacy map answers where its bound leaves nothing: group privacy (Lemma 8.1) at
+    ``d_in`` steps gives δ = d·e^{dε}·δ₁ ≥ 1, and (ε, δ ≥ 1)-DP holds for every mechanism, so it
+    says nothing. Never a :class:`Budget` (which refuses δ ≥ 1), so no caller can charge or state it."""
+
+    d_in: int
+    epsilon: float  #: d·ε, for the message
+    delta_bound: float  #: d·e^{dε}·δ₁ (inf where it overflows)
+
+    def render(self) -> str:
+        return (
+            f"no DP guarantee at {self.d_in} steps: group privacy (Lemma 8.1) gives "
+            f"δ = {self.delta_bound:g} ≥ 1 at ε = {self.epsilon:g}"
+        )
+
+
+@dataclass(frozen=True)
 class PrivacyMap:
     """The privacy map of a mechanism calibrated to one step of the stated relation.
 
     ``pure``: ε-DP (δ = 0 is charged and reported); otherwise (ε, δ)-DP. Applied to d_in > 1 steps
-    (group privacy, Lebeda–Tětek Lemma 8.1): (ε, δ) for one step gives (d·ε, d·e^{dε}·δ)."""
+    (group privacy, Lebeda–Tětek Lemma 8.1): (ε, δ) for one step gives (d·ε, d·e^{dε}·δ), or
+    :class:`NoGuarantee` where that δ reaches 1."""
 
     pure: bool
     theorem: str
 
-    def __call__(self, calibrated: Budget, d_in: int = 1) -> Budget:
+    def __call__(self, calibrated: Budget, d_in: int = 1) -> Budget | NoGuarantee:
         """(ε, δ) for inputs ``d_in`` steps apart, for noise calibrated to ``calibrated`` per step."""
         check_int("d_in", d_in, type_error=ValueError)
         if d_in == 1:
             return self.charged(calibrated)
         eps = d_in * calibrated.epsilon
-        return Budget(eps, 0.0 if self.pure else min(1.0, d_in * math.exp(eps) * calibrated.delta))
+        if self.pure or calibrated.delta == 0:
+            return Budget(eps, 0.0)
+        delta = (
+            d_in * math.exp(eps) * calibrated.delta if eps < 700 else math.inf
+        )  # e^{dε} overflows past 709
+        if delta >= 1:
+            return NoGuarantee(d_in, eps, delta)
+        return Budget(eps, delta)
 
     def covers(self, calibrated: Budget, d_in: int, budget: Budget) -> bool:
         """The map at ``d_in`` is within ``budget`` (up to float rounding of the inversion)."""
         got, tol = self(calibrated, d_in), 1 + 1e-9
+        if isinstance(got, NoGuarantee):
+            return False
         return got.epsilon <= budget.epsilon * tol and got.delta <= budget.delta * tol
 
     def charged(self, budget: Budget) -> Budget:
