@@ -1,0 +1,768 @@
+"""Mutation testing of the privacy-critical modules (issue 23), with mutmut 3.
+
+Not part of the default suite (it is slow). Install the tool with ``pip install -e '.[mutation]'``, then::
+
+    python benchmarks/mutation.py                      # every module, then the report
+    python benchmarks/mutation.py noise ledger         # named modules only (others keep their last result)
+    python benchmarks/mutation.py --report-only        # rebuild the report from the last runs
+    python benchmarks/mutation.py --list               # the modules, their files and their tests
+
+Each module is run in its own workspace ``build/mutation/<module>/`` (never in the working tree):
+
+* the package is laid out as installed (``operators/`` -> ``privstream/operators/`` etc., the
+  ``package-dir`` mapping of pyproject.toml), so mutmut's module names match the import names;
+* functions mutmut would skip because of a decorator are made mutable in the copy only:
+  ``@property`` and ``@lru_cache(...)`` are applied after the ``def`` (``f = property(f)``; the cache
+  is keyed by the active mutant as well, so no result computed by the original code is reused), and
+  the numba ``@njit`` decorators are dropped with ``NUMBA_DISABLE_JIT=1`` set for the tests (numba
+  then runs the same Python functions; mutmut cannot trampoline into compiled code);
+* only the module's own fast test files run (``-m "not flink and not kafka and not slow"``), one
+  worker process (``--max-children 1``).
+
+The report (``benchmarks/mutation_report.md`` and ``.json``) counts, per module, killed / survived /
+timeout / no-tests mutants and lists every survivor (file:line, function, original and mutated line).
+A survivor listed in ``benchmarks/mutation_equivalent.toml`` (matched by file, function and the
+original and mutated line text, so it survives line shifts; ``mutated = "*"`` covers every mutation
+of that line, used for message text only) counts as an equivalent mutant with its
+written reason; the kill rate is (killed + timeout + equivalent) / mutants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("privstream.mutation")
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutation"
+EQUIVALENTS = ROOT / "benchmarks" / "mutation_equivalent.toml"
+REPORT_MD = ROOT / "benchmarks" / "mutation_report.md"
+REPORT_JSON = ROOT / "benchmarks" / "mutation_report.json"
+
+# Source directories outside privstream/ and the package they are installed as (pyproject package-dir).
+PACKAGE_DIRS = {
+    "operators": "privstream/operators",
+    "connectors": "privstream/connectors",
+    "jobs": "privstream/jobs",
+}
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-m", "not flink and not kafka and not slow", "-x", "-q"]
+# Statements never mutated: exception and log messages (the condition that raises is mutated; the
+# wording of the message is not privacy behaviour) and the workspace's own helper import.
+DO_NOT_MUTATE = [
+    r"^\s*raise \w+(Error|Exception|NotApplicable)\(",
+    r"^\s*(log|logger|_log|LOG)\.(debug|info|warning|error|exception)\(",
+    r"_mm_per_mutant",
+]
+STATUS = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    36: "timeout",
+    24: "timeout",
+}
+STATUS.update({-24: "timeout", 152: "timeout", 255: "timeout", 34: "skipped", 37: "killed"})
+
+
+@dataclass(frozen=True)
+class Module:
+    """One mutation unit: the files mutated and the fast test files that exercise them."""
+
+    name: str
+    sources: tuple[str, ...]
+    tests: tuple[str, ...]
+    numba: bool = False  # mutate the @njit kernels too (tests run with NUMBA_DISABLE_JIT=1)
+    optional_tests: tuple[str, ...] = field(default=())  # used when present (written by other work)
+    # Test node ids left out of the mutation run only (slow parametrisations that a faster case of
+    # the same test already covers).
+    deselect: tuple[str, ...] = field(default=())
+    # Functions mutated ("name" or "Class.method"); empty: every function of the sources.
+    functions: tuple[str, ...] = field(default=())
+
+    def in_scope(self, function: str) -> bool:
+        return not self.functions or function in self.functions
+
+    def globs(self) -> list[str]:
+        """mutmut's mutant-name patterns of :attr:`functions`."""
+        out = []
+        for f in self.functions:
+            cls, _, name = f.rpartition(".")
+            out.append(f"*.xǁ{cls}ǁ{name}__mutmut_*" if cls else f"*.x_{name}__mutmut_*")
+        return out
+
+
+# Pure formatting/rendering code is left out: release_types.py (ErrorBound/Release records and their
+# text), registry.py (PrivacyMap / theorem strings; under active rework), eval/ and the CLI. The
+# heavy-guardian server/state (aggregation, not randomisation) and the bloom/PDCH variants are not
+# in the brief's list.
+MODULES: tuple[Module, ...] = (
+    Module(
+        "routing",
+        ("operators/routing.py",),
+        ("tests/test_window_job_logic.py", "tests/test_flink_operator_logic.py"),
+        optional_tests=("tests/test_mutation_kills_routing.py",),
+    ),
+    Module(
+        "gshm",
+        ("privstream/mechanisms/gshm.py", "privstream/mechanisms/common.py"),
+        (
+            "tests/test_mechanisms_calibration.py",
+            "tests/test_gshm_oracle.py",
+            "tests/test_mechanisms_release.py",
+        ),
+        optional_tests=("tests/test_noise_parameters_recorded.py", "tests/test_mutation_kills_gshm.py"),
+        deselect=(
+            "tests/test_gshm_oracle.py::test_calibration_against_independent_oracle[2.0-1e-06-1000]",
+            "tests/test_gshm_oracle.py::test_calibration_against_independent_oracle[1.0-1e-09-1000]",
+            "tests/test_gshm_oracle.py::test_calibration_against_independent_oracle[2.0-1e-09-1000]",
+            "tests/test_gshm_oracle.py::test_calibration_against_independent_oracle[0.5-1e-06-1000]",
+            "tests/test_gshm_oracle.py::test_sum_of_discrete_gaussians_is_discrete_gaussian[23.61-64]",
+            "tests/test_mechanisms_release.py::test_pmg_refused_on_merged_and_standard_sketches",
+        ),
+        # Not: gshm_delta_continuous / smallest_tau_continuous / gaussian_profile / _phi /
+        # lemma_8_6_parameters (the paper's continuous condition, exposed for comparison only, never
+        # used by a release) and gshm_error_bound (the stated utility interval).
+        functions=(
+            "zcdp_profile",
+            "_condition",
+            "gshm_delta_discrete",
+            "smallest_tau_discrete",
+            "GSHMParameters.threshold",
+            "GSHMParameters.objective",
+            "calibrate_gshm",
+            "gshm_release",
+            "_calibrate",
+            "_sample",
+            "check_epsilon",
+            "check_delta",
+            "laplace_scale",
+            "add_laplace",
+            "add_gaussian",
+            "threshold_and_sort",
+        ),
+    ),
+    Module(
+        "pmg",
+        ("privstream/mechanisms/pmg.py", "privstream/mechanisms/pmg_standard.py"),
+        (
+            "tests/test_mechanisms_release.py",
+            "tests/test_mechanisms_pmg_zero_slots.py",
+            "tests/test_mechanisms_calibration.py",
+        ),
+        optional_tests=("tests/test_noise_parameters_recorded.py", "tests/test_mutation_kills_pmg.py"),
+        functions=(
+            "smallest_tail_index",
+            "log_samples_over_delta",
+            "pmg_half_threshold",
+            "pmg_threshold",
+            "pmg_release",
+            "_zero_slots_over",
+            "pmg_calibration",
+            "_calibrate",
+            "_slots",
+            "pmg_sample",
+            "pmg_standard_threshold",
+            "_stored",
+        ),
+    ),
+    Module(
+        "thresholds",
+        ("privstream/mechanisms/laplace_threshold.py", "privstream/mechanisms/exact_threshold.py"),
+        (
+            "tests/test_mechanisms_exact_threshold.py",
+            "tests/test_mechanisms_release.py",
+            "tests/test_mechanisms_calibration.py",
+        ),
+        optional_tests=("tests/test_noise_parameters_recorded.py", "tests/test_mutation_kills_thresholds.py"),
+        functions=(
+            "new_key_factor",
+            "laplace_threshold_delta",
+            "laplace_threshold",
+            "laplace_threshold_release",
+            "exact_threshold",
+            "_calibrate",
+            "_sample",
+        ),
+    ),
+    Module(
+        "pcc",
+        ("privstream/continual/pcc.py",),
+        ("tests/test_continual_pcc.py",),
+        optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_pcc.py"),
+        # The noise path: the per-block PMG release, its keyed source and what is summed into the
+        # estimates. Not: serialisation (to_bytes/from_bytes), memory/reporting accessors.
+        functions=(
+            "pmg_release",
+            "PCC.__init__",
+            "PCC.step_items",
+            "PCC._collect",
+            "PCC._release",
+            "PCC._block_rng",
+            "PCC.estimates",
+            "stored_at",
+            "heavy_hitter_bar",
+        ),
+    ),
+    Module(
+        "ldp",
+        (
+            "privstream/ldp/grr.py",
+            "privstream/ldp/hg_clients.py",
+            "privstream/ldp/olh.py",
+            "privstream/ldp/hadamard.py",
+        ),
+        ("tests/test_ldp_grr.py", "tests/test_ldp_hg_randomisers.py", "tests/test_ldp_oracles.py"),
+        optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_ldp.py"),
+        # The client-side randomisers (what leaves the user). Not: the aggregators and estimators
+        # (server-side post-processing of the reports) and the variance formulas.
+        functions=(
+            "rational_exp_lower",
+            "GeneralizedRandomizedResponse.__init__",
+            "GeneralizedRandomizedResponse.p",
+            "GeneralizedRandomizedResponse.q",
+            "GeneralizedRandomizedResponse.index_of",
+            "GeneralizedRandomizedResponse.randomise_index",
+            "GeneralizedRandomizedResponse.encode",
+            "cold_rank",
+            "cold_item",
+            "HgLdpClient.__init__",
+            "HgLdpClient.effective_epsilon",
+            "HgLdpClient._grr",
+            "HgLdpClient.encode",
+            "BgrClient.__init__",
+            "BgrClient.randomise",
+            "DsrClient.__init__",
+            "DsrClient.branch",
+            "DsrClient._shrunk_input",
+            "DsrClient.randomise",
+            "_SplitClient.__init__",
+            "_SplitClient.m1",
+            "_SplitClient.m2",
+            "_SplitClient.m3",
+            "_SplitClient.randomise",
+            "BdrClient.branch",
+            "CnrClient.branch",
+            "make_client",
+            "OptimisedLocalHashing.__init__",
+            "OptimisedLocalHashing.p",
+            "OptimisedLocalHashing.randomise",
+            "OptimisedLocalHashing.encode",
+            "HadamardResponse.__init__",
+            "HadamardResponse.randomise",
+            "HadamardResponse.encode",
+        ),
+    ),
+    Module(
+        "noise",
+        (
+            "privstream/noise/bernoulli.py",
+            "privstream/noise/discrete.py",
+            "privstream/noise/vectorised.py",
+            "privstream/noise/rng.py",
+            "privstream/noise/distributions.py",
+        ),
+        ("tests/test_noise_samplers.py", "tests/test_noise_vectorised.py"),
+        optional_tests=("tests/test_mutation_kills_noise.py",),
+    ),
+    Module(
+        "ledger",
+        ("privstream/accounting/ledger.py", "privstream/accounting/budget.py"),
+        ("tests/test_accounting_ledger.py", "tests/test_accounting_budget.py"),
+        optional_tests=("tests/test_mutation_kills_ledger.py",),
+    ),
+    Module(
+        "sketches",
+        (
+            "privstream/sketches/misra_gries.py",
+            "privstream/sketches/kernels.py",
+            "privstream/sketches/merge.py",
+        ),
+        ("tests/test_sketch_misra_gries.py", "tests/test_sketch_reference.py"),
+        numba=True,
+        optional_tests=("tests/test_mutation_kills_sketches.py",),
+    ),
+    Module(
+        "dpsw",
+        (
+            "privstream/window/dpsw.py",
+            "privstream/window/params.py",
+            "privstream/window/checkpoints.py",
+            "privstream/window/pcms.py",
+            "privstream/window/kernels.py",
+        ),
+        ("tests/test_window_core.py", "tests/test_window_state.py"),
+        numba=True,
+        optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_dpsw.py"),
+    ),
+    Module(
+        "release",
+        (
+            "privstream/mechanisms/pure_topk.py",
+            "privstream/mechanisms/domain_topk.py",
+            "privstream/mechanisms/order_statistics.py",
+            "privstream/mechanisms/chan.py",
+            "privstream/mechanisms/release.py",
+        ),
+        (
+            "tests/test_mechanisms_release.py",
+            "tests/test_mechanisms_release_disjoint.py",
+            "tests/test_mechanisms_domain_topk.py",
+            "tests/test_mechanisms_registry.py",
+        ),
+        optional_tests=("tests/test_noise_parameters_recorded.py", "tests/test_mutation_kills_release.py"),
+    ),
+)
+BY_NAME = {m.name: m for m in MODULES}
+
+
+# ---- the workspace --------------------------------------------------------------------------------
+
+
+def installed_path(source: str) -> str:
+    """The path of ``source`` in the installed layout (``operators/x.py`` -> ``privstream/operators/x.py``)."""
+    head, _, tail = source.partition("/")
+    return f"{PACKAGE_DIRS[head]}/{tail}" if head in PACKAGE_DIRS else source
+
+
+def source_path(installed: str) -> str:
+    """Inverse of :func:`installed_path`."""
+    for src, dst in PACKAGE_DIRS.items():
+        if installed.startswith(dst + "/"):
+            return src + installed[len(dst) :]
+    return installed
+
+
+_HOISTED = re.compile(r"^(property|(functools\.)?lru_cache(\(.*\))?|(functools\.)?cache)$")
+
+
+def make_mutable(text: str, numba: bool) -> tuple[str, list[int | None]]:
+    """Rewrite decorators mutmut skips so that their functions are mutated (in the workspace only).
+
+    Returns the new text and, for each of its lines (1-based index - 1), the original line number
+    (None for inserted lines)."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    blank: set[int] = set()
+    after: dict[int, list[str]] = {}  # original end line -> lines to insert after it
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or len(node.decorator_list) != 1:
+            continue
+        deco = node.decorator_list[0]
+        deco_text = ast.get_source_segment(text, deco) or ""
+        indent = " " * node.col_offset
+        if numba and deco_text.startswith("njit"):
+            blank.update(range(deco.lineno, deco.end_lineno + 1))
+        elif _HOISTED.match(deco_text):
+            blank.update(range(deco.lineno, deco.end_lineno + 1))
+            wrap = deco_text if deco_text == "property" else f"_mm_per_mutant({deco_text})"
+            after.setdefault(node.end_lineno or node.lineno, []).append(
+                f"{indent}{node.name} = {wrap}({node.name})"
+            )
+    out: list[str] = []
+    origin: list[int | None] = []
+    for number, line in enumerate(lines, start=1):
+        out.append("" if number in blank else line)
+        origin.append(number)
+        for extra in after.get(number, []):
+            out.append(extra)
+            origin.append(None)
+    if after:  # the helper import goes after the module docstring and __future__ imports
+        body = tree.body
+        last = 0
+        for stmt in body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                last = stmt.end_lineno or last
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and stmt is body[0]:
+                last = stmt.end_lineno or last
+        at = origin.index(last) + 1 if last else 0
+        out.insert(at, "from privstream._mutation_support import per_mutant as _mm_per_mutant")
+        origin.insert(at, None)
+    return "\n".join(out) + "\n", origin
+
+
+SUPPORT = '''"""Mutation workspace only: caches keyed by the active mutant as well as the arguments."""
+
+import functools
+
+
+def per_mutant(decorator):
+    def wrap(func):
+        cached = decorator(lambda _mutant, *args, **kwargs: func(*args, **kwargs))
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            from mutmut.mutation.trampoline import get_mutant_under_test
+
+            return cached(get_mutant_under_test(), *args, **kwargs)
+
+        call.cache_clear = cached.cache_clear
+        call.cache_info = cached.cache_info
+        return call
+
+    return wrap
+'''
+
+
+BASE_TESTS_ONLY = False  # --base-tests-only: the module's pre-existing tests, without the optional ones
+
+
+def module_tests(module: Module) -> list[str]:
+    if BASE_TESTS_ONLY:
+        return list(module.tests)
+    return list(module.tests) + [t for t in module.optional_tests if (ROOT / t).exists()]
+
+
+def build_workspace(module: Module, fresh: bool) -> Path:
+    """Copy the package (installed layout) and the tests into ``build/mutation/<module>``."""
+    ws = WORK / module.name
+    if fresh and ws.exists():
+        shutil.rmtree(ws)
+    ws.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("privstream", "tests"):
+        if (ws / name).exists():
+            shutil.rmtree(ws / name)
+        shutil.copytree(ROOT / name, ws / name, ignore=ignore)
+    for src, dst in PACKAGE_DIRS.items():
+        shutil.copytree(ROOT / src, ws / dst, ignore=ignore)
+    (ws / "privstream" / "_mutation_support.py").write_text(SUPPORT)
+    origins: dict[str, list[int | None]] = {}
+    for source in module.sources:
+        target = ws / installed_path(source)
+        text, origin = make_mutable((ROOT / source).read_text(), module.numba)
+        target.write_text(text)
+        origins[source] = origin
+    (ws / "line_origins.json").write_text(json.dumps(origins))
+    if (ws / "mutants" / "privstream").exists():
+        # mutmut copies the package into mutants/ once; refresh it so that a rerun (--survivors)
+        # tests today's code (mutmut regenerates the mutated files and keeps the results of every
+        # function whose source is unchanged)
+        shutil.copytree(ws / "privstream", ws / "mutants" / "privstream", dirs_exist_ok=True)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    config = {
+        "source_paths": ["privstream"],
+        "only_mutate": [installed_path(s) for s in module.sources],
+        "pytest_add_cli_args": PYTEST_ARGS + [a for d in module.deselect for a in ("--deselect", d)],
+        "pytest_add_cli_args_test_selection": module_tests(module),
+        "do_not_mutate_patterns": DO_NOT_MUTATE,
+        "process_isolation": "forkserver",
+        "use_git_change_detection": False,
+        "timeout_multiplier": 5.0,
+    }
+    block = "\n[tool.mutmut]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in config.items())
+    (ws / "pyproject.toml").write_text(pyproject + block)
+    return ws
+
+
+def open_mutants(module: Module) -> list[str]:
+    """Names of the in-scope mutants of the last run that are not killed (to rerun after new tests)."""
+    if not (WORK / module.name / "line_origins.json").exists():
+        return []
+    return [
+        m.key
+        for m in collect(module)
+        if module.in_scope(m.function) and m.status not in ("killed", "timeout")
+    ]
+
+
+def run_module(module: Module, fresh: bool, survivors_only: bool = False) -> int:
+    names = open_mutants(module) if survivors_only else module.globs()
+    if survivors_only and not names:
+        log.info("module %s: no open mutants to rerun", module.name)
+        return 0
+    ws = build_workspace(module, fresh)
+    # mutmut resets every cached verdict when the test selection changes (new test files); a
+    # killed mutant stays killed when tests are only added, so the verdicts of the mutants not
+    # rerun are restored afterwards.
+    before = {p: json.loads(p.read_text()) for p in (ws / "mutants").rglob("*.py.meta")}
+    env = dict(os.environ)
+    env.pop("MUTANT_UNDER_TEST", None)
+    if module.numba:
+        env["NUMBA_DISABLE_JIT"] = "1"
+    mutmut = Path(sys.executable).with_name("mutmut")
+    log.info("module %s: mutmut run in %s (tests: %s)", module.name, ws, " ".join(module_tests(module)))
+    with open(ws / "mutmut.log", "w") as out:
+        proc = subprocess.run(
+            [str(mutmut), "run", "--max-children", "1", *names],
+            cwd=ws,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    log.info("module %s: mutmut exit code %d (log %s)", module.name, proc.returncode, ws / "mutmut.log")
+    if survivors_only:
+        rerun = set(names)
+        for path, old_meta in before.items():
+            meta = json.loads(path.read_text())
+            codes, old = meta["exit_code_by_key"], old_meta["exit_code_by_key"]
+            hashes, old_hashes = meta["hash_by_function_name"], old_meta["hash_by_function_name"]
+
+            def same_function(key: str, hashes: dict = hashes, old_hashes: dict = old_hashes) -> bool:
+                fn = key.rpartition("__mutmut_")[0].rpartition(".")[2]
+                return hashes.get(fn) is not None and hashes.get(fn) == old_hashes.get(fn)
+
+            restored = {
+                k: old[k]
+                for k, v in codes.items()
+                if v is None and k not in rerun and old.get(k) is not None and same_function(k)
+            }
+            if restored:
+                codes.update(restored)
+                path.write_text(json.dumps(meta, indent=4))
+                log.info("module %s: kept %d earlier verdicts in %s", module.name, len(restored), path.name)
+    return proc.returncode
+
+
+# ---- results --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mutant:
+    key: str
+    file: str
+    line: int | None
+    function: str
+    original: str
+    mutated: str
+    status: str
+    reason: str | None = None
+
+
+def _function_name(mangled: str) -> str:
+    name = mangled.rpartition(".")[2]
+    if name.startswith("xǁ"):
+        _, cls, fn = name.split("ǁ")
+        return f"{cls}.{fn}"
+    return name[2:]
+
+
+def _def_lines(text: str) -> dict[str, int]:
+    """Line of the ``def`` of every function, keyed ``Class.name`` / ``name``."""
+    out: dict[str, int] = {}
+
+    def visit(nodes: Iterable[ast.stmt], prefix: str) -> None:
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.setdefault(prefix + node.name, node.lineno)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+
+    visit(ast.parse(text).body, "")
+    return out
+
+
+def _generated(ws: Path, installed: str) -> dict[str, list[str]]:
+    spans = json.loads((ws / "mutants" / (installed + ".spans")).read_text())["spans"]
+    lines = (ws / "mutants" / installed).read_text().splitlines()
+    return {name: lines[a - 1 : b] for name, (a, b) in spans.items()}
+
+
+def collect(module: Module) -> list[Mutant]:
+    ws = WORK / module.name
+    origins = json.loads((ws / "line_origins.json").read_text())
+    out: list[Mutant] = []
+    for source in module.sources:
+        installed = installed_path(source)
+        meta_path = ws / "mutants" / (installed + ".meta")
+        if not meta_path.exists():
+            continue
+        codes = json.loads(meta_path.read_text())["exit_code_by_key"]
+        generated = _generated(ws, installed)
+        defs = _def_lines((ws / installed).read_text())
+        origin = origins[source]
+        for key, code in sorted(codes.items()):
+            mangled_fn, _, number = key.rpartition("__mutmut_")
+            short = mangled_fn.rpartition(".")[2]
+            orig = generated.get(f"{short}__mutmut_orig", [])
+            mutant = generated.get(f"{short}__mutmut_{number}", [])
+            original, mutated, offset = "", "", None
+            orig_cmp = [ln.replace(f"{short}__mutmut_orig", "NAME") for ln in orig]
+            mut_cmp = [ln.replace(f"{short}__mutmut_{number}", "NAME") for ln in mutant]
+            def_index = next(
+                (i for i, ln in enumerate(orig_cmp) if re.match(r"\s*(async\s+)?def NAME", ln)), 0
+            )
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+                None, orig_cmp, mut_cmp, autojunk=False
+            ).get_opcodes():
+                if tag != "equal":
+                    original = "\n".join(s.strip() for s in orig_cmp[i1:i2])
+                    mutated = "\n".join(s.strip() for s in mut_cmp[j1:j2])
+                    offset = i1 - def_index
+                    break
+            function = _function_name(mangled_fn)
+            line = None
+            if offset is not None and function in defs:
+                ws_line = defs[function] + offset
+                line = origin[ws_line - 1] if 0 < ws_line <= len(origin) else None
+            status = STATUS.get(code, "not checked" if code is None else "suspicious")
+            out.append(Mutant(key, source, line, function, original, mutated, status))
+    return out
+
+
+def load_equivalents(path: Path = EQUIVALENTS) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    return list(tomllib.loads(path.read_text()).get("equivalent", []))
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def apply_equivalents(
+    mutants: Sequence[Mutant], equivalents: Sequence[dict[str, str]]
+) -> list[dict[str, str]]:
+    """Mark listed survivors equivalent; return the entries that matched no survivor (stale)."""
+    used: set[int] = set()
+    for m in mutants:
+        if m.status not in ("survived", "no tests"):
+            continue
+        for i, e in enumerate(equivalents):
+            if (
+                e["file"] == m.file
+                and e["function"] == m.function
+                and _norm(e["original"]) == _norm(m.original)
+                and (e["mutated"] == "*" or _norm(e["mutated"]) == _norm(m.mutated))
+            ):
+                m.status, m.reason = "equivalent", e["reason"]
+                used.add(i)
+                break
+    return [e for i, e in enumerate(equivalents) if i not in used]
+
+
+def summarise(mutants: Sequence[Mutant]) -> dict[str, int | float]:
+    count = {s: sum(m.status == s for m in mutants) for s in ("killed", "timeout", "survived", "no tests")}
+    count["equivalent"] = sum(m.status == "equivalent" for m in mutants)
+    count["not checked"] = sum(m.status == "not checked" for m in mutants)
+    count["other"] = len(mutants) - sum(count.values())
+    total = len(mutants) - count["not checked"]
+    justified = count["killed"] + count["timeout"] + count["equivalent"]
+    return {"mutants": total, **count, "kill_rate": round(100 * justified / total, 1) if total else 0.0}
+
+
+def _one_line(text: str) -> str:
+    return " ⏎ ".join(text.splitlines())
+
+
+def write_report(names: Sequence[str]) -> dict[str, dict[str, int | float]]:
+    equivalents = load_equivalents()
+    table: dict[str, dict[str, int | float]] = {}
+    listing: dict[str, list[Mutant]] = {}
+    stale: list[dict[str, str]] = list(equivalents)
+    for name in names:
+        module = BY_NAME[name]
+        if not (WORK / name / "line_origins.json").exists():
+            continue
+        everything = collect(module)
+        if not everything:  # a workspace without a run
+            continue
+        mutants = [m for m in everything if module.in_scope(m.function)]
+        unused = apply_equivalents(mutants, equivalents)
+        stale = [e for e in stale if e in unused]
+        table[name] = summarise(mutants)
+        table[name]["out_of_scope"] = len(everything) - len(mutants)
+        listing[name] = mutants
+    all_mutants = [m for ms in listing.values() for m in ms]
+    total = summarise(all_mutants)
+    md = [
+        "# Mutation report (privacy-critical modules)",
+        "",
+        "Generated by `python benchmarks/mutation.py` (mutmut 3; see the module docstring). Kill rate ="
+        " (killed + timeout + equivalent listed in `benchmarks/mutation_equivalent.toml`) / mutants;"
+        " `no tests` mutants are not covered by the module's tests and count as survivors.",
+        "",
+        "| module | mutants run | killed | timeout | survived | no tests | equivalent | kill rate | not run |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in [*table.items(), ("**total**", total)]:
+        md.append(
+            f"| {name} | {row['mutants']} | {row['killed']} | {row['timeout']} | {row['survived']} | "
+            f"{row['no tests']} | {row['equivalent']} | {row['kill_rate']} % | {row['not checked']} |"
+        )
+    for name, mutants in listing.items():
+        left = [m for m in mutants if m.status in ("survived", "no tests", "suspicious", "segfault")]
+        unchecked = sum(m.status == "not checked" for m in mutants)
+        md += [
+            "",
+            f"## {name}: {len(left)} surviving" + (f", {unchecked} not run yet" if unchecked else ""),
+            "",
+        ]
+        md += [
+            f"- `{m.file}:{m.line}` {m.function} [{m.status}]: `{_one_line(m.original)}` -> `{_one_line(m.mutated)}`"
+            for m in left
+        ]
+    if stale:
+        md += ["", "## Equivalent entries that matched no survivor (stale)", ""]
+        md += [f"- `{e['file']}` {e['function']}: `{e['original']}` -> `{e['mutated']}`" for e in stale]
+    REPORT_MD.write_text("\n".join(md) + "\n")
+    REPORT_JSON.write_text(
+        json.dumps(
+            {
+                "modules": table,
+                "total": total,
+                "mutants": {n: [m.__dict__ for m in ms] for n, ms in listing.items()},
+                "stale_equivalents": stale,
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("modules", nargs="*", help=f"modules to run (default: all of {', '.join(BY_NAME)})")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the report")
+    parser.add_argument("--list", action="store_true", help="list the modules, files and tests")
+    parser.add_argument(
+        "--base-tests-only", action="store_true", help="without the optional (new) test files"
+    )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="rerun only the last run's surviving / unrun mutants (after new tests)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="reuse the workspace (mutmut keeps unchanged results)"
+    )
+    args = parser.parse_args(argv)
+    global BASE_TESTS_ONLY
+    BASE_TESTS_ONLY = args.base_tests_only
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    names = list(args.modules) or list(BY_NAME)
+    unknown = sorted(set(names) - set(BY_NAME))
+    if unknown:
+        parser.error(f"unknown module(s) {unknown}; choose from {list(BY_NAME)}")
+    if args.list:
+        for name in names:
+            m = BY_NAME[name]
+            print(f"{name}: {' '.join(m.sources)}\n    tests: {' '.join(module_tests(m))}")
+        return 0
+    if not args.report_only:
+        for name in names:
+            run_module(BY_NAME[name], fresh=not (args.keep or args.survivors), survivors_only=args.survivors)
+    table = write_report(list(BY_NAME))
+    for name, row in table.items():
+        print(f"{name:12s} {row}")
+    print(f"report: {REPORT_MD.relative_to(ROOT)}, {REPORT_JSON.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

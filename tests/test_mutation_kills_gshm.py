@@ -1,0 +1,83 @@
+"""GSHM (Lebeda–Tětek Thm 8.5) release: which counts are noised, the reported parameters, and the
+error bound's noise radius, each against an independent computation.
+
+Written for the mutation run of issue 23 (``python benchmarks/mutation.py gshm``); the σ and τ the
+release samples with are checked in tests/test_noise_parameters_recorded.py.
+
+Deterministic: a σ² of 10⁻⁶ makes every discrete Gaussian draw 0 except with probability below
+2·e^{−1/(2·10⁻⁶)} (about 10^{−217000}), so the release is the thresholded counts themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from privstream.accounting import Budget
+from privstream.mechanisms import calibrate_gshm, release
+from privstream.mechanisms.common import laplace_scale
+from privstream.mechanisms.gshm import GSHMParameters, gshm_release
+from privstream.noise import SeededRandomSource
+from privstream.sketches import StandardMisraGries, merge_in_order
+
+TINY = Fraction(1, 10**6)
+
+
+def params(tau: int) -> GSHMParameters:
+    return GSHMParameters(sigma2=TINY, tau=tau, ell=8, epsilon=1.0, delta=1e-6, noise_bound=0, beta=0.05)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_only_nonzero_counts_are_noised_and_kept_at_or_above_one_plus_tau(as_list: bool) -> None:
+    counts = {"a": 1, "b": 0, "c": 5, "d": 3, "e": 2}
+    given = list(counts.items()) if as_list else counts
+    # tau = 0: keep noisy counts >= 1, so every non-zero count and never a zero one
+    assert dict(gshm_release(given, params(0), SeededRandomSource(1))) == {"a": 1, "c": 5, "d": 3, "e": 2}
+    # tau = 2: keep >= 3 exactly
+    assert dict(gshm_release(given, params(2), SeededRandomSource(1))) == {"c": 5, "d": 3}
+    assert params(2).threshold == 3
+
+
+def _merged(k: int) -> StandardMisraGries:
+    parts = []
+    for seed in range(2):
+        s = StandardMisraGries(k)
+        s.update_batch([(seed * 7 + 3 * i) % 50 for i in range(400)] + [1] * 60 + [2] * 40)
+        parts.append(s)
+    return merge_in_order(parts)
+
+
+def _gaussian_abs_tail(b: int, sigma2: float) -> float:
+    """Pr[|Y| > b] for Y ~ N_Z(0, σ²), by summing the pmf (independent of privstream.noise)."""
+    span = int(40 * math.sqrt(sigma2)) + 40
+    w = [math.exp(-(y * y) / (2 * sigma2)) for y in range(-span, span + 1)]
+    total = math.fsum(w)
+    return math.fsum(wi for y, wi in zip(range(-span, span + 1), w, strict=True) if abs(y) > b) / total
+
+
+@pytest.mark.parametrize("beta", [0.05, 0.3])
+def test_the_release_reports_ell_and_a_noise_radius_for_its_own_beta(beta: float) -> None:
+    k = 8
+    out = release(_merged(k), Budget(1.0, 1e-6), mechanism="gshm", beta=beta, rng=SeededRandomSource(3))
+    reported = dict(out.parameters)
+    assert reported["l"] == k
+    sigma2 = float(reported["sigma2"])
+    # the smallest b with l·Pr[|Y| > b] <= beta (the Thm 8.12-style union bound over the l noises)
+    b = next(b for b in range(10_000) if k * _gaussian_abs_tail(b, sigma2) <= beta)
+    assert out.error_bound.beta == beta
+    assert out.error_bound.above == b
+    assert out.error_bound.below == reported["tau"] + b
+
+
+def test_the_radius_depends_on_beta() -> None:
+    """β is passed through to the calibration: a 6× larger β gives a smaller radius here."""
+    assert calibrate_gshm(1.0, 1e-6, 8, 0.3).noise_bound < calibrate_gshm(1.0, 1e-6, 8, 0.05).noise_bound
+
+
+def test_laplace_scale_is_sensitivity_over_epsilon() -> None:
+    """The discrete Laplace scale t/s of an ε-DP count release with ℓ1 sensitivity Δ is Δ/ε."""
+    assert laplace_scale(3, 0.5) == 6
+    assert laplace_scale(Fraction(1, 2), 2) == Fraction(1, 4)
+    assert laplace_scale(9, 0.75) == 12

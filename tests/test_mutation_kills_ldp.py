@@ -1,0 +1,295 @@
+"""The LDP randomisers' exact output law, read off a scripted random source (no statistics).
+
+Written for the mutation run of issue 23 (``python benchmarks/mutation.py ldp``). A statistical test
+cannot see an off-by-one in GRR's comparison ``u < a`` (it moves 2^-40 of probability), yet that is a
+different mechanism than the one whose ε is reported. Here every randomiser draws from a
+:class:`Scripted` source that returns chosen values of ``randbelow`` and records each bound, so:
+
+* GRR's single draw has the bound W = a + b(d−1), with a/b (b = 2^40) the largest such ratio
+  <= e^ε, computed here independently with 400-digit :mod:`decimal` arithmetic;
+* u < a keeps the value and u in [a + jb, a + (j+1)b) reports the j-th other value (the value
+  itself skipped), at every boundary: so p = a/W and q = b/W exactly, p/q = a/b <= e^ε;
+* OLH hashes with a in [1, P) and c in [0, P) (P = 2^31 − 1) and g = round(e^ε) + 1 buckets;
+* HR's column is uniform over [0, K) among those of the chosen side (K the power of two > d).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_FLOOR, Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from privstream.ldp import SCHEMES, HgLdpParams, PublicState, make_client
+from privstream.ldp.grr import GeneralizedRandomizedResponse, rational_exp_lower
+from privstream.ldp.hadamard import HadamardResponse
+from privstream.ldp.olh import PRIME, OptimisedLocalHashing
+from privstream.noise import SeededRandomSource
+
+B = 1 << 40
+
+
+class Scripted:
+    """A RandomSource returning scripted ``randbelow`` values (in order) and recording the bounds."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = list(values)
+        self.bounds: list[int] = []
+
+    def randbelow(self, n: int) -> int:
+        self.bounds.append(n)
+        v = self.values.pop(0)
+        assert 0 <= v < n, (v, n)
+        return v
+
+    def randbits(self, n: int) -> int:
+        raise AssertionError("the randomisers draw with randbelow only")
+
+
+def exp_numerator(epsilon: Fraction | int | float) -> int:
+    """floor(e^ε · 2^40), from a 400-digit Decimal e^ε (independent of rational_exp_lower)."""
+    with localcontext() as ctx:
+        ctx.prec = 400
+        eps = Decimal(Fraction(epsilon).numerator) / Decimal(Fraction(epsilon).denominator)
+        return int((eps.exp() * B).to_integral_value(rounding=ROUND_FLOOR))
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1, 2), 1, 2.5, Fraction(7, 3), 10, 90, Fraction(601, 2), 700])
+def test_rational_exp_lower_is_the_largest_ratio_not_above_e_to_the_epsilon(epsilon: object) -> None:
+    ratio = rational_exp_lower(epsilon)  # type: ignore[arg-type]
+    top = exp_numerator(epsilon)  # type: ignore[arg-type]
+    assert ratio.denominator * (B // ratio.denominator) == B
+    a = ratio.numerator * (B // ratio.denominator)
+    # a/2^40 <= e^ε (a lower bound, the privacy side) and at most a few units below the largest
+    assert a <= top and top - a <= 2
+    assert rational_exp_lower(epsilon, 20) == Fraction(exp_numerator(epsilon) >> 20, 1 << 20)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), 701])
+def test_rational_exp_lower_refuses_non_positive_non_finite_and_huge_epsilon(bad: float) -> None:
+    with pytest.raises(ValueError, match="epsilon"):
+        rational_exp_lower(bad)
+
+
+def test_rational_exp_lower_refuses_non_numbers() -> None:
+    for bad in (True, "1", None):
+        with pytest.raises(TypeError, match="epsilon"):
+            rational_exp_lower(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("epsilon", "d"), [(1, 2), (Fraction(3, 2), 5), (4, 9)])
+def test_grr_output_at_every_boundary_of_its_one_draw(epsilon: object, d: int) -> None:
+    grr0 = GeneralizedRandomizedResponse(epsilon, d)  # type: ignore[arg-type]
+    a = grr0.weight_true  # within 2 units of floor(e^ε·2^40) (previous test); the exact a used
+    assert abs(a - exp_numerator(epsilon)) <= 2  # type: ignore[arg-type]
+    assert grr0.weight_other == B
+    W = a + B * (d - 1)
+    assert grr0.total_weight == W
+    assert grr0.p == Fraction(a, W) and grr0.q == Fraction(B, W)
+    assert grr0.effective_epsilon == pytest.approx(math.log(a / B), rel=1e-12)
+    assert grr0.effective_epsilon <= float(Fraction(epsilon)) + 1e-15  # type: ignore[arg-type]
+    for index in range(d):
+        others = [v for v in range(d) if v != index]
+        cases = [(0, index), (a - 1, index)]
+        for j, other in enumerate(others):
+            cases += [(a + j * B, other), (a + (j + 1) * B - 1, other)]
+        for u, want in cases:
+            source = Scripted([u])
+            grr = GeneralizedRandomizedResponse(epsilon, d, rng=source)  # type: ignore[arg-type]
+            assert grr.randomise_index(index) == want, (index, u)
+            assert source.bounds == [W]
+
+
+def test_grr_on_an_item_domain_reports_the_index_of_the_item() -> None:
+    items = ["x", 3, "y"]
+    a = GeneralizedRandomizedResponse(2, items).weight_true
+    keep = GeneralizedRandomizedResponse(2, items, rng=Scripted([0]))
+    assert keep.decode_index(keep.encode("y")) == 2
+    move = GeneralizedRandomizedResponse(2, items, rng=Scripted([a]))
+    assert move.decode_index(move.encode(3)) == 0
+    assert move.index_of(3) == 1 and move.index_of("x") == 0
+    with pytest.raises(ValueError, match="withheld"):
+        move.index_of("3")
+
+
+@pytest.mark.parametrize("bad", [1, 0, True, [1], [1, 1], [1, True], [1.5, 2]])
+def test_grr_refuses_degenerate_domains(bad: object) -> None:
+    with pytest.raises((ValueError, TypeError), match="domain"):
+        GeneralizedRandomizedResponse(1, bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("epsilon", "g"), [(1, 4), (2, 8), (Fraction(1, 10), 2), (3, 21)])
+def test_olh_hash_draws_and_bucket_count(epsilon: object, g: int) -> None:
+    # g = round(e^ε) + 1 (at least 2): e = 2.718 -> 4, e^2 = 7.39 -> 8, e^0.1 = 1.1 -> 2, e^3 = 20.09 -> 21
+    olh = OptimisedLocalHashing(epsilon, 50)  # type: ignore[arg-type]
+    assert olh.g == g
+    a_hash, c_hash = 5, 11
+    for value in (0, 17, 49):
+        bucket = ((a_hash * value + c_hash) % PRIME) % g
+        inner = olh._grr.weight_true  # keep the bucket
+        source = Scripted([a_hash - 1, c_hash, inner - 1])
+        o = OptimisedLocalHashing(epsilon, 50, rng=source)  # type: ignore[arg-type]
+        assert o.randomise(value) == (a_hash, c_hash, bucket)
+        assert source.bounds == [PRIME - 1, PRIME, o._grr.total_weight]
+        assert o._grr.total_weight == o._grr.weight_true + (g - 1) * B
+
+
+@pytest.mark.parametrize("d", [3, 7, 8, 12])
+def test_hr_column_is_drawn_from_the_chosen_side(d: int) -> None:
+    K = 1 << d.bit_length()
+    assert K > d and K // 2 <= d
+    hr0 = HadamardResponse(1, d)
+    a = hr0._grr.weight_true
+    for value in range(d):
+        row = value + 1
+        for inside, u in ((True, 0), (False, a)):
+            for j in range(K):
+                source = Scripted([u, j])
+                hr = HadamardResponse(1, d, rng=source)
+                col = hr.randomise(value)
+                assert source.bounds == [hr._grr.total_weight, K]
+                assert 0 <= col < K
+                # the column is on the chosen side: H[row, col] = +1 (even parity) iff inside
+                assert ((row & col).bit_count() % 2 == 0) == inside
+                # and it is j itself when j is on that side, else j with the lowest bit of row flipped
+                if ((row & j).bit_count() % 2 == 0) == inside:
+                    assert col == j
+                else:
+                    assert col == j ^ (row & -row)
+
+
+HG_D, HG_K, HG_EPS, HG_ALPHA = 10, 3, 1.5, Fraction(1, 3)
+HG_HOT = (2, 5, 7)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_hg_reports_carry_the_state_they_were_randomised_against(scheme: str) -> None:
+    params = HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA)
+    for state in (PublicState(7, HG_HOT, False, run_id=b"run-a"), PublicState(3, HG_HOT, True, run_id=b"b")):
+        client = make_client(params, rng=SeededRandomSource(11))
+        twin = make_client(params, rng=SeededRandomSource(11))
+        client.update_state(state)
+        for value in (0, 2, 9):
+            report = client.encode(value)
+            assert report.state_version == state.version
+            assert report.state_digest == state.digest and report.state_digest != b""
+            # the payload is the randomised output for this state, big-endian in the client's width
+            want = twin.randomise(value, state)
+            assert report.payload == want.to_bytes(max(1, (HG_D.bit_length() + 7) // 8), "big")
+
+
+def test_an_hg_report_without_a_state_read_has_version_zero_and_no_digest() -> None:
+    client = make_client(HgLdpParams("bgr", HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=SeededRandomSource(2))
+    report = client.encode(4)
+    assert report.state_version == 0 and report.state_digest == b""
+
+
+@pytest.mark.parametrize("scheme", ["dsr", "bdr", "cnr"])
+def test_state_dependent_hg_clients_need_a_state_read(scheme: str) -> None:
+    client = make_client(HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=SeededRandomSource(2))
+    with pytest.raises(RuntimeError, match="state"):
+        client.encode(4)
+
+
+def test_hr_domain_limit_and_report_width() -> None:
+    assert HadamardResponse(1, (1 << 31) - 1).K == 1 << 31
+    with pytest.raises(ValueError, match="domain_size"):
+        HadamardResponse(1, 1 << 31)
+    # d = 100: K = 128, columns 0..127 fit one byte; d = 300: K = 512, columns need two bytes
+    for d, width in ((100, 1), (300, 2), (3, 1)):
+        hr0 = HadamardResponse(1, d)
+        K = 1 << d.bit_length()
+        assert hr0.K == K
+        source = Scripted([0, K - 1])
+        hr = HadamardResponse(1, d, rng=source)
+        report = hr.encode(0)
+        assert len(report.payload) == width
+        assert int.from_bytes(report.payload, "big") in (K - 1, (K - 1) ^ 1)
+
+
+def test_olh_limits_and_public_parameters() -> None:
+    olh = OptimisedLocalHashing(2, PRIME - 1)  # the largest domain: items must be below P
+    assert olh.parameters["g"] == "8" and olh.parameters["domain_size"] == str(PRIME - 1)
+    with pytest.raises(ValueError, match="domain_size"):
+        OptimisedLocalHashing(2, PRIME)
+    # g = round(e^ε) + 1 must stay below P: ε = ln(P − 1) gives g = P exactly, which is refused
+    with pytest.raises(ValueError, match="epsilon"):
+        OptimisedLocalHashing(math.log(PRIME - 1), 10)
+    assert OptimisedLocalHashing(math.log(PRIME - 2), 10).g == PRIME - 1
+
+
+class Counting:
+    """Wraps a seeded source and counts the draws (to see that the injected source is the one used)."""
+
+    def __init__(self, seed: int) -> None:
+        self.inner = SeededRandomSource(seed)
+        self.calls = 0
+
+    def randbits(self, n: int) -> int:
+        self.calls += 1
+        return self.inner.randbits(n)
+
+    def randbelow(self, n: int) -> int:
+        self.calls += 1
+        return self.inner.randbelow(n)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_hg_clients_draw_from_the_injected_source(scheme: str) -> None:
+    source = Counting(5)
+    client = make_client(HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=source)
+    state = PublicState(1, HG_HOT, False)
+    client.update_state(state)
+    for value in range(HG_D):
+        before = source.calls
+        client.encode(value)
+        assert source.calls > before
+    # randomise(index, None) uses the state read last
+    twin = make_client(HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=SeededRandomSource(8))
+    again = make_client(HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=SeededRandomSource(8))
+    again.update_state(state)
+    assert [again.randomise(v, None) for v in range(HG_D)] == [twin.randomise(v, state) for v in range(HG_D)]
+
+
+def test_grr_index_of_on_int_and_item_domains() -> None:
+    sized = GeneralizedRandomizedResponse(1, 4)
+    assert [sized.index_of(v) for v in (0, 3, np.int64(2))] == [0, 3, 2]
+    for bad in (True, False, -1, 4, 1.0, "1"):
+        with pytest.raises(ValueError, match="withheld"):
+            sized.index_of(bad)  # type: ignore[arg-type]
+    items = GeneralizedRandomizedResponse(1, [1, 5, "x"])
+    assert items.index_of(np.int64(5)) == 1 and items.index_of(5) == 1 and items.index_of("x") == 2
+    with pytest.raises(ValueError, match="withheld"):
+        items.index_of(True)
+
+
+def test_grr_public_parameters_name_an_item_domain_only() -> None:
+    sized = GeneralizedRandomizedResponse(1, 4)
+    assert sized.domain is None and "domain_digest" not in sized.parameters
+    assert sized.parameters["domain_size"] == "4"
+    assert sized.parameters["epsilon_ratio"] == f"{sized.weight_true}/{B}"
+    assert sized.parameters["effective_epsilon"] == repr(math.log(sized.weight_true) - math.log(B))
+    items = GeneralizedRandomizedResponse(1, ["a", 2])
+    assert items.domain == ("a", 2) and len(items.parameters["domain_digest"]) == 32
+
+
+@pytest.mark.parametrize(("d", "width"), [(2, 1), (256, 1), (257, 2), (65536, 2), (65537, 3)])
+def test_grr_report_width_is_the_bytes_of_the_largest_index(d: int, width: int) -> None:
+    grr = GeneralizedRandomizedResponse(Fraction(1, 2), d, rng=SeededRandomSource(1))
+    assert grr.epsilon == Fraction(1, 2)
+    report = grr.encode(d - 1)
+    assert len(report.payload) == width
+    assert grr.decode_index(report) < d
+
+
+@pytest.mark.parametrize(("d", "width"), [(10, 1), (255, 1), (256, 2), (300, 2)])
+def test_hg_report_width_holds_every_output_and_bottom(d: int, width: int) -> None:
+    """Outputs are item indices 0..d−1 or d for ⊥, written big-endian in the fewest bytes holding d."""
+    client = make_client(HgLdpParams("bgr", HG_EPS, d, HG_K, alpha=HG_ALPHA), rng=SeededRandomSource(4))
+    client.update_state(PublicState(1, (0, 1, 2), False))
+    for value in (0, d - 1):
+        report = client.encode(value)
+        assert len(report.payload) == width
+        assert int.from_bytes(report.payload, "big") <= d
