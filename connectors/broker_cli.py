@@ -1,7 +1,8 @@
 """``privstream broker [--port N] [--data DIR]``: run the embedded broker until Ctrl-C/SIGTERM.
 
 Starts tansu on 127.0.0.1 (in memory, or durable under ``--data`` through a local s3rver), creates
-the default topics, prints the bootstrap address on stdout and stops cleanly on SIGINT/SIGTERM.
+the default topics, prints the bootstrap address on stdout and stops cleanly on SIGTERM (exit 0) or Ctrl-C/SIGINT (one
+line, exit 130).
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"privstream broker: error: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         broker.start()
         if not args.no_topics:
@@ -48,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
             if not broker.alive():
                 print(f"broker exited unexpectedly; log:\n{broker.log_tail()}", file=sys.stderr)
                 return 1
+        if signal.SIGINT in received:  # Ctrl-C: one line and 130, as every command (privstream.cli)
+            print("privstream broker: stopped", file=sys.stderr)
+            return 130
         return 0
     except (RuntimeError, TimeoutError, OSError) as exc:  # s3rver missing, start-up failure
         print(f"privstream broker: error: {exc}", file=sys.stderr)

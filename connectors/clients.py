@@ -1,6 +1,7 @@
 """kafka-python client factories with one clear error for an unreachable broker.
 
-Every connector builds its clients here. Before constructing a client the broker is probed with a
+Every connector builds its clients here, and every command takes its ``--bootstrap`` option from
+:func:`add_bootstrap_option` (default ``$PRIVSTREAM_BOOTSTRAP``, else ``127.0.0.1:9092``). Before constructing a client the broker is probed with a
 raw Kafka ``Metadata`` (v0) request, so a wrong or dead address fails fast with
 :class:`BrokerUnreachable` naming the address, instead of kafka-python's retries and a generic
 ``NoBrokersAvailable``.
@@ -8,6 +9,8 @@ raw Kafka ``Metadata`` (v0) request, so a wrong or dead address fails fast with
 
 from __future__ import annotations
 
+import argparse
+import os
 import socket
 import struct
 import time
@@ -15,6 +18,26 @@ from typing import Any, Self
 
 _METADATA_API_KEY = 3
 _CLIENT_ID = b"privstream-probe"
+
+
+#: the environment variable every command's ``--bootstrap`` defaults to
+BOOTSTRAP_ENV = "PRIVSTREAM_BOOTSTRAP"
+LOCAL_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def default_bootstrap() -> str:
+    """``$PRIVSTREAM_BOOTSTRAP`` if set (and not empty), else ``127.0.0.1:9092``: the one default of
+    every command's ``--bootstrap``."""
+    return os.environ.get(BOOTSTRAP_ENV) or LOCAL_BOOTSTRAP
+
+
+def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--bootstrap`` option every command shares (default: :func:`default_bootstrap`)."""
+    parser.add_argument(
+        "--bootstrap",
+        default=default_bootstrap(),
+        help=f"Kafka bootstrap servers host:port[,host:port] (default: %(default)s; env {BOOTSTRAP_ENV})",
+    )
 
 
 class BrokerUnreachable(ConnectionError):

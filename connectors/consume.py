@@ -9,7 +9,8 @@
 - :meth:`RecordConsumer.records` is the one read loop: poll until a condition holds and the topic
   has been idle for a while, with an optional deadline; :func:`committed_reader` opens a topic from
   its beginning with ``read_committed`` (what reads of a job's outputs and inputs before it starts
-  use, :mod:`privstream.connectors.scans`).
+  use, :mod:`privstream.connectors.scans`); :class:`ShowingReader` returns undecodable messages as
+  records instead (``privstream tail``).
 - :class:`EventConsumer` flattens ``Event``/``EventBatch`` messages into numpy columns and detects the
   end of a bounded run by ``EndMarker`` messages or a known event count (never by end offsets).
 """
@@ -246,11 +247,29 @@ class RecordConsumer:
         self.close()
 
 
-def committed_reader(bootstrap: str, topic: str, **kwargs: Any) -> RecordConsumer:
-    """A :class:`RecordConsumer` of every partition of ``topic`` from its beginning, committed records
-    only (``read_committed``); an undecodable message raises rather than being dead-lettered (the
-    reader must not write). Raises :class:`TopicNotFound`."""
-    return RecordConsumer(
+class ShowingReader(RecordConsumer):
+    """A consumer that hands an undecodable message back, in its place, as a record of schema
+    ``"Undecodable"`` (value: the reason and the size) instead of dead-lettering or raising: for
+    readers that show everything and write nothing (``privstream tail``)."""
+
+    def poll(self, timeout_ms: int = 500, max_records: int | None = None) -> list[DecodedRecord]:
+        self._undecodable: list[DecodedRecord] = []
+        polled = super().poll(timeout_ms, max_records)
+        return sorted([*polled, *self._undecodable], key=lambda r: (r.partition, r.offset))
+
+    def dead_letter(self, source: Any, value: bytes | None, error: str) -> None:
+        size = 0 if value is None else len(value)
+        where = (source.topic, source.partition, source.offset, source.key, value or b"")
+        self._undecodable.append(DecodedRecord("Undecodable", {"error": error, "bytes": size}, *where))
+
+
+def committed_reader(
+    bootstrap: str, topic: str, *, reader: type[RecordConsumer] = RecordConsumer, **kwargs: Any
+) -> RecordConsumer:
+    """A :class:`RecordConsumer` (or subclass ``reader``) of every partition of ``topic`` from its
+    beginning, committed records only (``read_committed``); an undecodable message raises rather
+    than being dead-lettered (the reader must not write). Raises :class:`TopicNotFound`."""
+    return reader(
         bootstrap,
         topic,
         start="earliest",

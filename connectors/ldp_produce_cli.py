@@ -16,6 +16,7 @@ import sys
 import time
 
 from privstream.ldp.hg_params import alpha_argument
+from privstream.validation import check_privacy_bound
 
 LDP_SCHEMES = ("grr", "bgr", "dsr", "bdr", "cnr")
 
@@ -51,6 +52,7 @@ def produce_ldp(args: argparse.Namespace, params: dict[str, int | float], count:
     from privstream.datagen import generate_events
     from privstream.ldp import GeneralizedRandomizedResponse, HgLdpParams, LocalRandomiser, make_client
 
+    check_privacy_bound("--epsilon", args.epsilon, "epsilon")  # before any client is built
     d = _domain_size(args, params)
     randomiser: LocalRandomiser
     if args.ldp == "grr":

@@ -130,11 +130,12 @@ def write_fences(
         producer.close(timeout=timeout_s)
 
 
-class _ChainReader:
-    """Folds the records of one ledger, in topic order, into its state."""
+class ChainReader:
+    """Folds the records of one ledger, in topic order, into its state, verifying the chain (the
+    start-up read here, and ``privstream ledger show``)."""
 
-    def __init__(self, expected: PrivacyLedger) -> None:
-        self.expected = expected
+    def __init__(self, ledger_id: str) -> None:
+        self.ledger_id = ledger_id
         self.state: PrivacyLedger | None = None
         self.partition: int | None = None
         self.entries = 0
@@ -144,7 +145,7 @@ class _ChainReader:
         where = f"partition {record.partition} offset {record.offset}"
         if self.partition is not None and record.partition != self.partition:
             raise LedgerUnavailable(
-                f"entries of ledger {self.expected.ledger_id!r} on partitions {self.partition} and "
+                f"entries of ledger {self.ledger_id!r} on partitions {self.partition} and "
                 f"{record.partition}: their order is lost (was the topic repartitioned?)"
             )
         self.partition = record.partition
@@ -161,8 +162,9 @@ class _ChainReader:
             raise LedgerUnavailable(f"the ledger chain is broken at {where}: {exc}") from exc
         self.entries += 1
 
-    def result(self, writer: str) -> PrivacyLedger:
-        expected = self.expected
+    def result(self, expected: PrivacyLedger, writer: str) -> PrivacyLedger:
+        """The state to start from: ``expected`` (the job's empty ledger) if none was read, else the
+        one read, which must have ``expected``'s total and composition; its writer becomes ``writer``."""
         if self.state is None:
             expected.writer = writer
             return expected
@@ -200,7 +202,7 @@ def read_ledger(
     advice = f"check --bootstrap {bootstrap} and --ledger-topic {topic}"
     nonce = secrets.token_hex(16)
     start = time.monotonic()
-    chain = _ChainReader(expected)
+    chain = ChainReader(ledger_id)
     watch = LeaseWatch(ledger_id, nonce, lease_s)
     records = 0
 
@@ -245,7 +247,7 @@ def read_ledger(
                 for record in reader.records(until=lambda: time.time() >= watch_until):
                     records += 1
                     fold(record)
-        state = chain.result(nonce)
+        state = chain.result(expected, nonce)
     except LiveWriter as exc:
         raise LedgerUnavailable(
             f"refusing to start: another job with ledger id {ledger_id!r} is running: {exc}. Two live "

@@ -25,17 +25,18 @@ far-future event adds no punctuation. Use the job's epoch length (or a multiple 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
-DEFAULT_BOOTSTRAP = os.environ.get("PRIVSTREAM_BOOTSTRAP", "127.0.0.1:9092")
+from privstream.connectors.clients import add_bootstrap_option, default_bootstrap
+
+DEFAULT_BOOTSTRAP = default_bootstrap()  # kept for importers; the option comes from add_bootstrap_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP, help="host:port (env PRIVSTREAM_BOOTSTRAP)")
+    add_bootstrap_option(parser)
     parser.add_argument("--topic", default="events")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--generator", choices=("zipf", "gaussian", "normal", "exponential"))
@@ -162,35 +163,90 @@ def _parse_scalar(text: Any) -> Any:
     return text
 
 
+#: the longest item or user id (characters) a file may hold, in CSV (csv's own field limit) and in
+#: JSONL alike: an item is an identifier, and a message must stay under the producer's 1 MB limit
+MAX_FIELD_CHARS = 131_072
+
+
+class FileLineError(ValueError):
+    """A line of ``--file`` that cannot be read: the message names the file and the line."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"--file {path}: line {line}: {reason}")
+
+
+class _Lines:
+    """The lines of a binary file decoded as UTF-8 (a bad byte raises :class:`FileLineError` with its
+    line); ``number`` is the line last read."""
+
+    def __init__(self, path: str, handle: BinaryIO) -> None:
+        self.path, self._handle, self.number = path, handle, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for raw in self._handle:
+            self.number += 1
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise self.error(
+                    f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8 (save the file as UTF-8)"
+                ) from None
+
+    def error(self, reason: str) -> FileLineError:
+        return FileLineError(self.path, self.number, reason)
+
+
+def _checked(lines: _Lines, item: Any, user: Any, event_time: Any) -> tuple[Any, Any, Any]:
+    for name, value in (("item", item), ("user_id", user)):
+        if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            raise lines.error(
+                f"{name} has {len(value):,} characters, more than {MAX_FIELD_CHARS:,} (an identifier, not a document)"
+            )
+    return item, user, event_time
+
+
 def _file_rows(path: str, fmt: str) -> Iterator[tuple[Any, Any, Any]]:
+    """``(item, user_id, event_time)`` of each row; a row that cannot be read raises
+    :class:`FileLineError` naming the file and the line (never a bare codec or csv traceback)."""
     import csv
     import json
 
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(path, "rb") as handle:
+        lines = _Lines(path, handle)
         if fmt == "jsonl":
-            for number, line in enumerate(handle, 1):
-                if line.strip():
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
                     row = json.loads(line)
-                    if "item" not in row:
-                        raise ValueError(f"file: line {number} has no 'item'")
-                    yield row["item"], row.get("user_id"), row.get("event_time")
+                except ValueError as exc:
+                    raise lines.error(f"not JSON ({getattr(exc, 'msg', exc)})") from None
+                if not isinstance(row, dict) or "item" not in row:
+                    raise lines.error("expected a JSON object with an 'item'")
+                yield _checked(lines, row["item"], row.get("user_id"), row.get("event_time"))
             return
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            return
-        names = [h.strip() for h in header]
-        if "item" in names:
-            positions = [names.index(n) if n in names else None for n in ("item", "user_id", "event_time")]
-            rows: Iterator[list[str]] = reader
-        else:
-            positions = [0, 1 if len(names) > 1 else None, 2 if len(names) > 2 else None]
-            rows = iter([header, *reader])
-        for row in rows:
-            if row:
-                yield tuple(
-                    _parse_scalar(row[p]) if p is not None and p < len(row) else None for p in positions
-                )
+        reader = csv.reader(lines)
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            names = [h.strip() for h in header]
+            if "item" in names:
+                positions = [
+                    names.index(n) if n in names else None for n in ("item", "user_id", "event_time")
+                ]
+                rows: Iterator[list[str]] = reader
+            else:
+                positions = [0, 1 if len(names) > 1 else None, 2 if len(names) > 2 else None]
+                rows = iter([header, *reader])
+            for row in rows:
+                if row:
+                    item, user, event_time = (
+                        _parse_scalar(row[p]) if p is not None and p < len(row) else None for p in positions
+                    )
+                    yield _checked(lines, item, user, event_time)
+        except csv.Error as exc:  # e.g. "field larger than field limit (131072)"
+            raise lines.error(f"not valid CSV: {exc}") from None
 
 
 def _file_chunks(args: argparse.Namespace, limit: int | None, sort: bool) -> Iterator[Any]:
@@ -225,13 +281,20 @@ def _file_chunks(args: argparse.Namespace, limit: int | None, sort: bool) -> Ite
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafka.errors import MessageSizeTooLargeError
     from privstream.connectors.clients import BrokerUnreachable
 
     try:
         return _produce(args)
     except (BrokerUnreachable, ValueError, TypeError, OSError) as exc:
         print(f"privstream produce: error: {exc}", file=sys.stderr)
-        return 2
+    except MessageSizeTooLargeError as exc:
+        print(
+            f"privstream produce: error: a message is too large to send ({exc}); send fewer events per "
+            "message (--batch) or shorter items",
+            file=sys.stderr,
+        )
+    return 2
 
 
 def _produce(args: argparse.Namespace) -> int:

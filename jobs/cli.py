@@ -5,6 +5,11 @@ Jobs: ``heavy-hitters`` (:mod:`privstream.jobs.heavy_hitters`), ``continual-moni
 (:mod:`privstream.jobs.ldp_heavy_hitters`) and ``sliding-window``
 (:mod:`privstream.jobs.sliding_window`). To submit to a cluster instead, use Flink's own client:
 ``flink run -py <path of privstream/jobs/heavy_hitters.py> …`` (see README).
+
+Every job logs a start banner (its run id, topics, budget, Flink web UI), its progress and, when a
+bounded run ends, a summary (:mod:`privstream.jobs.run_report`); exit status 2: refused before
+Flink started (the option named), 3: the run released nothing (every release refused by a spent
+budget, or every message dead-lettered), 130: Ctrl-C.
 """
 
 from __future__ import annotations

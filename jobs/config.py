@@ -35,6 +35,7 @@ from privstream.operators.sketch_spec import RELEASE_MODES, SHARD_KEYS, SketchSp
 
 from privstream.mechanisms import registry
 from privstream.noise.rng import KeyedRandomSource
+from privstream.validation import check_privacy_bound
 
 
 def mechanism_choices() -> tuple[str, ...]:
@@ -60,12 +61,19 @@ def _int(option: str, value: object, minimum: int) -> int:
     return value
 
 
-def _real(option: str, value: object, *, below: float | None = None) -> float:
+def _real(option: str, value: object, parameter: str) -> float:
+    """A privacy parameter (``parameter``: "epsilon" or "delta"): finite, >= 0 (δ < 1) and within
+    :func:`~privstream.validation.check_privacy_bound`'s bound."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{option}: must be a number, got {value!r}")
+    below = 1.0 if parameter == "delta" else None
     if not math.isfinite(value) or value < 0 or (below is not None and value >= below):
         bound = "" if below is None else f" and < {below:g}"
         raise ConfigError(f"{option}: must be finite, >= 0{bound}, got {value}")
+    try:
+        check_privacy_bound(option, value, parameter)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return float(value)
 
 
@@ -212,14 +220,17 @@ class HeavyHittersConfig:
         _milliseconds("--lateness", self.lateness, 0)  # checked with count epochs too, which ignore it
 
     def _check_release(self) -> None:
-        epsilon = _real("--epsilon", self.epsilon)
-        delta = _real("--delta", self.delta, below=1.0)
-        if self.total_epsilon is not None and _real("--total-epsilon", self.total_epsilon) < epsilon:
+        epsilon = _real("--epsilon", self.epsilon, "epsilon")
+        delta = _real("--delta", self.delta, "delta")
+        if (
+            self.total_epsilon is not None
+            and _real("--total-epsilon", self.total_epsilon, "epsilon") < epsilon
+        ):
             raise ConfigError(
                 f"--total-epsilon: the ledger total ε={self.total_epsilon:g} is smaller than one "
                 f"epoch's release (--epsilon {epsilon:g})"
             )
-        if self.total_delta is not None and _real("--total-delta", self.total_delta, below=1.0) < delta:
+        if self.total_delta is not None and _real("--total-delta", self.total_delta, "delta") < delta:
             raise ConfigError(
                 f"--total-delta: the ledger total δ={self.total_delta:g} is smaller than one "
                 f"epoch's release (--delta {delta:g})"
@@ -236,28 +247,11 @@ class HeavyHittersConfig:
         (Count epochs calibrate to a smaller ε and δ by group privacy, which changes no mechanism's
         applicability: that depends on ε, δ > 0.)"""
         from privstream.accounting import Budget
-        from privstream.mechanisms import applicable_mechanisms
 
-        spec = self.spec
-        sketch = spec.new() if spec.per_shard else spec.merge([])
-        reasons = applicable_mechanisms(sketch, Budget(self.epsilon, self.delta))
-        valid = [name for name, reason in reasons.items() if not reason]
-        if self.mechanism in valid or (self.mechanism == "auto" and valid):
-            return
-        which = "per-shard" if spec.per_shard else "merged"
-        what = f"this job's {which} {spec.kind.upper()} sketches ({sketch.build.name})"
-        if not valid:
-            why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-            raise ConfigError(
-                f"--epsilon/--delta: no mechanism can release {what} with ε={self.epsilon:g}, "
-                f"δ={self.delta:g} ({why})"
-            )
-        choices = f"choose one of: {', '.join(['auto', *valid])}"
-        if self.mechanism not in reasons:
-            raise ConfigError(f"--mechanism: unknown mechanism {self.mechanism!r}; {choices}")
-        raise ConfigError(
-            f"--mechanism: {self.mechanism} cannot release {what}: {reasons[self.mechanism]}; {choices}"
-        )
+        problem = self.spec.mechanism_problem(self.mechanism, Budget(self.epsilon, self.delta))
+        if problem is not None:
+            arguments, reason = problem
+            raise ConfigError(f"{'/'.join(f'--{a}' for a in arguments)}: {reason}")
 
     def _check_run(self) -> None:
         if self.stop_offsets is not None:

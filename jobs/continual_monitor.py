@@ -6,7 +6,9 @@
         time steps closed by EpochWatermark punctuations; PCC + lazy updates (lu) or masked Bloom
         tables (bf) in keyed state  ──► "<topic>-updates" (ContinualUpdate, one per node and step)
     "<topic>-updates" ──► aggregator operator ──► releases (Release: the θ-heavy hitters of every
-        step's window, with the guarantee), "<topic>-dlq" for malformed or late events
+        step's window, with the guarantee), "<topic>-dlq" for malformed or late events and for
+        updates of other runs (an earlier run's leftovers on "<topic>-updates": each update carries
+        its run's session, and the aggregator dead-letters the others with the reason)
 
 Node → aggregator communication travels on its own Kafka topic (so it is real and measured: the
 records carry their word counts). Both sinks are transactional and both sources read
@@ -14,7 +16,7 @@ records carry their word counts). Both sinks are transactional and both sources 
 exactly once (the node's noise is keyed by its checkpointed secret, so replayed blocks get the same
 noise). The job runs unbounded (the aggregator's source has no end); stop it when done.
 
-``--mode bf`` needs the nodes' X25519 keys from the offline setup (``keys --nodes k --out DIR``,
+``--mode bf`` needs the nodes' X25519 keys from the offline setup (``privstream keys --nodes k --out DIR``,
 Chan et al. §2.5's trusted authority); this job runs all k nodes in one Flink job, so the
 aggregator obliviousness it demonstrates holds only when nodes run apart from the aggregator
 (docs/continual.md).
@@ -30,8 +32,10 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
-from privstream.operators.continual_logic import MODES, ContinualSettings, write_keys
+from privstream.jobs.run_report import add_progress_option
+from privstream.operators.continual_logic import MODES, ContinualSettings
 from privstream.operators.faults import TestFaults
 
 logger = logging.getLogger(__name__)
@@ -56,6 +60,7 @@ class ContinualConfig:
     job_name: str = "privstream-continual-monitor"
     flink_conf: tuple[tuple[str, str], ...] = ()
     faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
+    run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
 
 def nodes_of(bootstrap: str, topic: str) -> int:
@@ -77,7 +82,7 @@ def build(env: Any, config: ContinualConfig) -> None:
     """Add the job's pipeline to ``env`` (creates the output topics)."""
     from privstream.connectors.topics import TopicSpec, create_topics
     from privstream.operators.continual_operator import ContinualAggregatorFunction, ContinualNodeFunction
-    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
+    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.sketch_operator import DEAD_LETTERS
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -99,6 +104,8 @@ def build(env: Any, config: ContinualConfig) -> None:
     )
 
     def sink(stream: Any, topic: str, what: str) -> None:
+        if topic != config.updates_topic:  # releases and dead letters carry the run id
+            stream = stamped(stream, config.run_id, what)
         stream.sink_to(
             kafka_sink(bootstrap=config.bootstrap, topic=topic, transactional_id_prefix=f"{prefix}-{what}")
         ).uid(f"sink-{what}").name(f"kafka sink {topic}").set_parallelism(1)
@@ -114,12 +121,13 @@ def build(env: Any, config: ContinualConfig) -> None:
     )
     releases = (
         received.key_by(lambda _: 0, key_type=Types.INT())
-        .process(ContinualAggregatorFunction(config.settings), output_type=BYTES)
+        .process(ContinualAggregatorFunction(config.settings, config.updates_topic), output_type=BYTES)
         .uid("continual-aggregator")
         .name("aggregator")
         .set_parallelism(1)
     )
     sink(releases, config.releases_topic, "releases")
+    sink(releases.get_side_output(DEAD_LETTERS), config.dlq_topic, "aggregator-dlq")  # other runs' updates
 
 
 def environment(config: ContinualConfig) -> Any:
@@ -133,9 +141,9 @@ def environment(config: ContinualConfig) -> Any:
 def with_secrets(config: ContinualConfig) -> ContinualConfig:
     """``config`` with this submission's secrets drawn (:meth:`ContinualSettings.with_secrets`)."""
     settings = config.settings.with_secrets()
-    if settings.mode == "bf" and not config.settings.session:
+    if not config.settings.session:
         logger.warning(
-            "PDCH-BF session %s: pass --session %s to resume this run from a savepoint", settings.session,
+            "run session %s: pass --session %s to resume this run from a savepoint", settings.session,
             settings.session,
         )  # fmt: skip
     return replace(config, settings=settings)
@@ -150,7 +158,7 @@ def start(config: ContinualConfig) -> Any:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    add_bootstrap_option(p)
     p.add_argument("--topic", default="events", help="events topic: one partition per node")
     p.add_argument("--mode", choices=MODES, default="lu", help="PDCH-LU (lazy updates) or PDCH-BF")
     p.add_argument("--epsilon", type=float, required=True, help="each node's event-level ε (whole run)")
@@ -166,20 +174,24 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="public bound on events per node per window, used in the thresholds (default: W)",
     )
     p.add_argument("--delta", type=float, default=1e-6, help="--mode bf: Bloom failure probability")
-    p.add_argument("--keys", default=None, help="--mode bf: directory from the `keys` command")
+    p.add_argument("--keys", default=None, help="--mode bf: directory from `privstream keys`")
     p.add_argument(
         "--session",
         default="",
-        help="--mode bf: the run's period-label session (default: a fresh random one, logged; give it "
-        "again only to resume that run from a savepoint)",
+        help="the run's id, stamped into its updates (other runs' updates are dead-lettered) and, with "
+        "--mode bf, its period labels (default: a fresh random one, logged; give it again only to "
+        "resume that run from a savepoint: --restore-from needs it)",
     )
-    p.add_argument("--releases-topic", default="continual-releases")
+    p.add_argument(
+        "--releases-topic", default="continual-releases", help="where releases go (default: %(default)s)"
+    )
     p.add_argument("--updates-topic", default=None, help="default: <topic>-updates")
     p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
     p.add_argument("--checkpoint-interval", default="2s")
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--restart-attempts", type=int, default=3)
     p.add_argument("--restore-from", default=None, help="a savepoint or retained checkpoint")
+    add_progress_option(p)
 
 
 def config_from_args(args: argparse.Namespace, nodes: int) -> ContinualConfig:
@@ -213,26 +225,46 @@ def config_from_args(args: argparse.Namespace, nodes: int) -> ContinualConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Validate (failing fast, naming the option), then run until stopped."""
+    from privstream.jobs import run_report
+    from privstream.jobs.preflight import warn_before_start
+
+    run_report.console_logging()
+    if args.restore_from and not args.session:
+        print(
+            "error: --session: resuming a run from a savepoint needs that run's --session (logged when it "
+            "started); its updates still on the updates topic would otherwise be dead-lettered as another run's",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = with_secrets(config_from_args(args, nodes_of(args.bootstrap, args.topic)))
+        warn_before_start(config)  # noise-dominated parameters: a warning, from public parameters only
+        ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
+        # the run id is the run's session (already in its updates): one id selects all of the run
+        config = replace(config, run_id=config.settings.session, flink_conf=config.flink_conf + ui_conf)
+        interval_s = run_report.progress_interval_s(args)
         env = environment(config)
     except (ValueError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     build(env, config)
-    env.execute(config.job_name)
-    return 0
+    s = config.settings
+    plan = run_report.RunPlan.of(
+        "continual-monitor", config, web_ui,
+        per_release=f"ε={s.epsilon:g} per node for the whole run (event level, --mode {s.mode}); no ledger",
+        other_outputs=(f"node updates → {config.updates_topic}",),
+    )  # fmt: skip
+    return run_report.execute_reported(env, plan, interval_s=interval_s)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["keys"]:
-        keys = argparse.ArgumentParser(prog="python -m privstream.jobs.continual_monitor keys")
-        keys.add_argument("--nodes", type=int, required=True)
-        keys.add_argument("--out", required=True)
-        parsed = keys.parse_args(argv[1:])
-        print(f"keys written to {write_keys(parsed.out, parsed.nodes)}")
-        return 0
+    if argv[:1] == ["keys"]:  # the old spelling of `privstream keys`
+        from privstream.jobs import keys_cli
+
+        keys = argparse.ArgumentParser(prog="privstream keys", description=keys_cli.__doc__.splitlines()[0])
+        keys_cli.configure(keys)
+        return keys_cli.run(keys.parse_args(argv[1:]))
     parser = argparse.ArgumentParser(
         prog="python -m privstream.jobs.continual_monitor", description=__doc__.splitlines()[0]
     )

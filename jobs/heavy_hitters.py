@@ -41,9 +41,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from privstream.connectors import validation
+from privstream.connectors.clients import add_bootstrap_option
 from privstream.jobs.config import (
     RELEASE_MODES,
     SHARD_KEYS,
@@ -53,6 +56,10 @@ from privstream.jobs.config import (
     mechanism_choices,
 )
 from privstream.jobs.job import HeavyHittersJob
+from privstream.jobs.run_report import add_progress_option
+
+if TYPE_CHECKING:
+    from privstream.jobs.run_report import RunPlan
 
 __all__ = [
     "ConfigError",
@@ -68,7 +75,7 @@ __all__ = [
 def configure(parser: argparse.ArgumentParser) -> None:
     """Options of the heavy-hitters job (also used by ``privstream run heavy-hitters``)."""
     p = parser
-    p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers")
+    add_bootstrap_option(p)
     p.add_argument("--topic", default="events", help="events topic (Avro EventBatch/Event or UserSetEvent)")
     p.add_argument("--epsilon", type=float, required=True, help="ε of each epoch's release")
     p.add_argument("--delta", type=float, required=True, help="δ of each epoch's release")
@@ -113,8 +120,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
     p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
     p.add_argument("--ledger-id", default=None, help="ledger id (default: heavy-hitters/<topic>)")
-    p.add_argument("--releases-topic", default="releases")
-    p.add_argument("--ledger-topic", default="ledger")
+    p.add_argument(
+        "--releases-topic",
+        default="releases",
+        help="where releases go (Release, ReleaseRefused; default: %(default)s)",
+    )
+    p.add_argument(
+        "--ledger-topic", default="ledger", help="the privacy ledger's topic (default: %(default)s)"
+    )
     p.add_argument(
         "--ledger-timeout",
         default="60s",
@@ -159,6 +172,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
     p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
+    add_progress_option(p)
 
 
 def _duration(text: str, option: str) -> timedelta:
@@ -236,19 +250,43 @@ def run(args: argparse.Namespace, *, hooks: TestHooks | None = None) -> int:
     TESTS ONLY, programmatic (a test's entry script passes them; no option does)."""
     from privstream.connectors.flink_jars import ConnectorJarsError
     from privstream.connectors.ledger_topic import LedgerUnavailable
+    from privstream.jobs import run_report
+    from privstream.jobs.preflight import warn_before_start
 
+    run_report.console_logging()
     try:
-        job = HeavyHittersJob(config_from_args(args), hooks=hooks)
+        config = config_from_args(args)
+        warn_before_start(config)  # noise-dominated parameters: a warning, from public parameters only
+        ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
+        job = HeavyHittersJob(replace(config, flink_conf=config.flink_conf + ui_conf), hooks=hooks)
         env = job.prepare()
-    except (ConfigError, ConnectorJarsError, LedgerUnavailable) as exc:
+        interval_s = run_report.progress_interval_s(args)
+    except (ConfigError, ConnectorJarsError, LedgerUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConnectionError as exc:
         print(f"error: --bootstrap: {exc}", file=sys.stderr)
         return 2
-    result = env.execute(job.config.job_name)
-    print(f"privstream: job finished: {result}")
-    return 0
+    return run_report.execute_reported(env, run_plan(job, web_ui), interval_s=interval_s)
+
+
+def run_plan(job: HeavyHittersJob, web_ui: str | None) -> RunPlan:
+    """What the start banner, progress and summary say about ``job``'s submission."""
+    from privstream.jobs.run_report import RunPlan
+
+    config, release = job.config, job.config.release
+    epoch = f"{config.epoch} events per shard" if isinstance(config.epoch, int) else f"{config.epoch}"
+    return RunPlan.of(
+        "heavy-hitters",
+        config,
+        web_ui,
+        run_id=job.run_id,
+        dlq_topic=config.dlq,
+        ledger_topic=config.ledger_topic,
+        ledger_id=release.ledger_id,
+        per_release=f"(ε={release.epsilon:g}, δ={release.delta:g}) per epoch ({epoch})",
+        total=f"(ε={release.total_epsilon:g}, δ={release.total_delta:g})",
+    )
 
 
 def main(argv: list[str] | None = None, *, hooks: TestHooks | None = None) -> int:

@@ -51,9 +51,15 @@ class HeavyHittersJob:
     ``hooks`` are TESTS ONLY (deterministic noise, an injected failure, the pre-noise sketches
     topic); no command-line option sets them. Each :meth:`build` reads Kafka afresh (the ledger above all), so one job object can run twice."""
 
-    def __init__(self, config: HeavyHittersConfig, *, hooks: TestHooks | None = None) -> None:
+    def __init__(
+        self, config: HeavyHittersConfig, *, hooks: TestHooks | None = None, run_id: str | None = None
+    ) -> None:
+        from privstream.connectors.run_ids import new_run_id
+
         self.config = config
         self.hooks = hooks or TestHooks()
+        #: stamped into every release and dead letter of this job object's submissions (default: new)
+        self.run_id = run_id or new_run_id()
         self._heartbeat: Any = None  # the launcher's heartbeat after the ledger read
         if self.hooks.noise_seed is not None:
             logger.warning("TEST HOOK: release noise is deterministic (noise seed %s)", self.hooks.noise_seed)
@@ -151,6 +157,7 @@ class HeavyHittersJob:
             stop_offsets=inputs.stop_offsets,
             initial_ledger=inputs.initial_ledger,
             hooks=self.hooks,
+            run_id=self.run_id,
         )
 
     def prepare(self) -> Any:

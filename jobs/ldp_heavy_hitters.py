@@ -23,10 +23,12 @@ import argparse
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
+from privstream.jobs.run_report import add_progress_option
 from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
 
@@ -51,6 +53,7 @@ class LdpJobConfig:
     job_name: str = "privstream-ldp-heavy-hitters"
     flink_conf: tuple[tuple[str, str], ...] = ()
     faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
+    run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
 
 def publish_initial_state(config: LdpJobConfig) -> bool:
@@ -90,7 +93,7 @@ def publish_initial_state(config: LdpJobConfig) -> bool:
 
 def build(env: Any, config: LdpJobConfig) -> None:
     """Add the job's pipeline to ``env``."""
-    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
+    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.ldp_operator import DEAD_LETTERS, STATE, LdpServerFunction
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -113,6 +116,8 @@ def build(env: Any, config: LdpJobConfig) -> None:
         (releases.get_side_output(DEAD_LETTERS), config.dlq_topic, "dlq", False),
     )
     for stream, topic, what, keyed in outputs:  # all transactional: exactly once across a restore
+        if not keyed:  # releases and dead letters carry the run id
+            stream = stamped(stream, config.run_id, what)
         target = kafka_sink(
             bootstrap=config.bootstrap, topic=topic, transactional_id_prefix=f"{prefix}-{what}", keyed=keyed
         )
@@ -146,7 +151,7 @@ FLINK_OPTIONS: tuple[tuple[str, type, object], ...] = (
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    add_bootstrap_option(p)
     p.add_argument("--scheme", choices=("bgr", "dsr", "bdr", "cnr"), default="cnr")
     p.add_argument("--epsilon", type=float, required=True, help="ε per report (event-level LDP)")
     p.add_argument("--domain", type=int, required=True, help="d: items are the indices 0..d-1")
@@ -160,12 +165,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epoch-reports", type=int, default=1000, help="release every N applied reports")
     p.add_argument("--state-every", type=int, default=100, help="publish the state every N reports")
     p.add_argument("--max-lag", type=int, default=1024, help="state versions a report may lag")
-    p.add_argument("--reports-topic", default="ldp-reports")
-    p.add_argument("--state-topic", default="ldp-state")
-    p.add_argument("--releases-topic", default="ldp-releases")
+    p.add_argument("--reports-topic", default="ldp-reports", help="LDP reports in (default: %(default)s)")
+    p.add_argument(
+        "--state-topic", default="ldp-state", help="the public server state (default: %(default)s)"
+    )
+    p.add_argument(
+        "--releases-topic", default="ldp-releases", help="where releases go (default: %(default)s)"
+    )
     p.add_argument("--dlq-topic", default=None, help="default: <reports-topic>-dlq")
     for option, kind, default in FLINK_OPTIONS:
         p.add_argument(option, type=kind, default=default)
+    add_progress_option(p)
 
 
 def _warm_up(args: argparse.Namespace) -> tuple[int, ...]:
@@ -209,16 +219,29 @@ def config_from_args(args: argparse.Namespace) -> LdpJobConfig:
 def run(args: argparse.Namespace) -> int:
     """Validate (failing fast, naming the option), publish state 0 (unless restoring), then run
     until stopped."""
+    from privstream.jobs import run_report
+    from privstream.jobs.preflight import warn_before_start
+
+    run_report.console_logging()
     try:
         config = config_from_args(args)
+        warn_before_start(config)  # noise-dominated parameters: a warning, from public parameters only
+        ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
+        # the run id is the HG-LDP server run's (already in its state records), hex
+        config = replace(config, run_id=config.settings.run_id.hex(), flink_conf=config.flink_conf + ui_conf)
+        interval_s = run_report.progress_interval_s(args)
         publish_initial_state(config)
         env = environment(config)
     except (ValueError, TypeError, OSError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     build(env, config)
-    env.execute(config.job_name)
-    return 0
+    plan = run_report.RunPlan.of(
+        "ldp-heavy-hitters", config, web_ui, input_topic=config.reports_topic,
+        per_release=f"ε={config.settings.epsilon:g} per report (local DP, randomised by the clients); no ledger",
+        other_outputs=(f"public state → {config.state_topic}",),
+    )  # fmt: skip
+    return run_report.execute_reported(env, plan, interval_s=interval_s)
 
 
 def main(argv: list[str] | None = None) -> int:

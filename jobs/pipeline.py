@@ -77,15 +77,18 @@ def build_pipeline(
     stop_offsets: dict[int, int] | None,
     initial_ledger: bytes,
     hooks: TestHooks,
+    run_id: str | None = None,
 ) -> None:
     """Add source → sketch → merge → release → sinks to ``env``: ``shards`` partitions read up to
     ``stop_offsets`` (None: unbounded), the ledger starting from ``initial_ledger`` (reconciled with
-    restored state: see ``ReleaseFunction``), ``hooks`` for tests only. ``initial_ledger`` must come
+    restored state: see ``ReleaseFunction``), ``hooks`` for tests only, ``run_id`` stamped into every
+    release and dead letter (:func:`~privstream.operators.kafka_io.stamped`; None: not stamped).
+    ``initial_ledger`` must come
     from :func:`~privstream.connectors.ledger_topic.read_ledger`: a job never starts a ledger it has
     not read (it would forget spent budget)."""
     if not isinstance(initial_ledger, bytes) or not initial_ledger:
         raise ValueError("initial_ledger: read the ledger topic to its end first (read_ledger); got none")
-    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
+    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.merge_operator import EpochMergeFunction
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
     from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
@@ -146,9 +149,9 @@ def build_pipeline(
             )
         ).uid(f"sink-{what}").name(f"kafka sink {topic}").set_parallelism(1)
 
-    sink(releases, config.releases_topic, "releases")
+    sink(stamped(releases, run_id, "releases"), config.releases_topic, "releases")
     sink(releases.get_side_output(LEDGER), config.ledger_topic, "ledger", keyed=True)
-    sink(dead_letters, config.dlq, "dlq")
+    sink(stamped(dead_letters, run_id, "dlq"), config.dlq, "dlq")
     if hooks.expose_sketches_topic:  # TESTS/AUDIT ONLY: the pre-noise sketches are NOT private
         sink(releases.get_side_output(SKETCHES), hooks.expose_sketches_topic, "sketches")
 

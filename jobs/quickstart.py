@@ -4,7 +4,9 @@
 2. produces a synthetic Zipf stream as ``EventBatch`` messages, then an ``EndMarker`` per partition;
 3. runs the heavy-hitters Flink job locally (MG per partition → fixed-order merge → one private
    release, GSHM / thresholded Laplace with exact noise from the CSPRNG, exactly-once Kafka sinks);
-4. reads the committed release and prints the released heavy hitters beside the true counts.
+4. reads the committed release and prints the released heavy hitters beside the true counts;
+5. ends with how to see a job's output yourself: ``privstream tail`` and ``privstream dashboard``
+   against a broker that keeps running (``privstream broker``): :func:`next_steps`.
 
 Needs ``privstream setup`` once (Flink's Kafka connector jars). Takes well under two minutes.
 """
@@ -115,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{'PMG per partition, releases summed' if config.spec.per_shard else 'merge → release'}) ..."
             )
             start = time.monotonic()
-            HeavyHittersJob(replace(config, bootstrap=broker.bootstrap)).run()
-            print(f"      job finished in {time.monotonic() - start:.1f} s")
+            job = HeavyHittersJob(replace(config, bootstrap=broker.bootstrap))
+            job.run()
+            print(f"      job finished in {time.monotonic() - start:.1f} s (run {job.run_id})")
             published = read_topic(broker.bootstrap, config.releases_topic, idle_s=2.0)
             releases = [r.value for r in published if r.schema == "Release"]  # not ReleaseRefused
     if not releases:
@@ -148,4 +151,20 @@ def run(args: argparse.Namespace) -> int:
         f"  released = {which} (never above the true count, at most n/(k+1) = "
         f"{len(items) // (args.k + 1):,} below it) + exact noise (stated bound ±{noise_error(rel['error_bound']):.0f}, at the mechanism's confidence)."
     )
+    print()
+    print("\n".join(next_steps(config.releases_topic)))
     return 0
+
+
+def next_steps(releases_topic: str) -> list[str]:
+    """How to see a job's output once the quickstart's own broker is gone (it stops with the
+    command): the lines the quickstart ends with."""
+    return [
+        "next: see a job's output yourself (the quickstart's broker stopped with it):",
+        "  privstream broker --port 9092 &              # a broker that keeps running",
+        "  privstream produce --generator zipf --count 200000 --batch 1000",
+        "  privstream run heavy-hitters --epsilon 1 --delta 1e-6 --k 1024 --epoch 100000 --stop-at-end-markers",
+        f"  privstream tail {releases_topic}                       # the releases, decoded "
+        "(--run RUN_ID: one run's)",
+        "  privstream dashboard                          # the latest releases live in your browser",
+    ]

@@ -46,12 +46,19 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
 from privstream.jobs.ldp_heavy_hitters import FLINK_OPTIONS, environment
+from privstream.jobs.run_report import add_progress_option
 from privstream.operators.faults import TestFaults
 from privstream.operators.window_logic import WINDOWINGS, LedgerCharge, WindowSettings
+
+from privstream.validation import check_privacy_bound
+
+if TYPE_CHECKING:
+    from privstream.jobs.run_report import RunPlan
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +88,15 @@ class SlidingWindowConfig:
     flink_conf: tuple[tuple[str, str], ...] = ()
     faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
     expose_states_topic: str | None = None  #: TESTS ONLY: the sketch states (NOT private)
+    run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
     def __post_init__(self) -> None:
         if not self.ledger_id:
             raise ValueError("--ledger-id: must be a non-empty id")
         if not self.ledger_timeout_s > 0:
             raise ValueError(f"--ledger-timeout: must be > 0, got {self.ledger_timeout_s!r}")
+        check_privacy_bound("--total-epsilon", self.total_epsilon, "epsilon")
+        check_privacy_bound("--total-delta", self.total_delta, "delta")
 
 
 def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
@@ -151,7 +161,7 @@ def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
 
 def build(env: Any, config: SlidingWindowConfig) -> None:
     """Add the job's pipeline to ``env`` (``config`` from :func:`prepare`)."""
-    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
+    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.window_operator import WindowShardFunction
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -171,6 +181,8 @@ def build(env: Any, config: SlidingWindowConfig) -> None:
         .name("DPSW-Sketch per shard (keyed by partition)")
     )
     for stream, topic, what, keyed in _outputs(releases, config):  # all transactional: exactly once
+        if what in ("releases", "dlq"):
+            stream = stamped(stream, config.run_id, what)
         target = kafka_sink(
             bootstrap=config.bootstrap, topic=topic, transactional_id_prefix=f"{prefix}-{what}", keyed=keyed
         )
@@ -218,7 +230,7 @@ def _length(option: str, text: str, windowing: str) -> int:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", default="127.0.0.1:9092")
+    add_bootstrap_option(p)
     p.add_argument("--topic", default="events", help="events topic: one partition per shard")
     p.add_argument(
         "--shard-key", choices=("item", "user"), default="item", help="what the partitioner hashed"
@@ -264,15 +276,20 @@ def configure(p: argparse.ArgumentParser) -> None:
         required=True,
         help="γ: heavy hitters have ≥ γ·w of the window (must exceed ζ = e/width)",
     )
-    p.add_argument("--releases-topic", default="window-releases")
+    p.add_argument(
+        "--releases-topic", default="window-releases", help="where releases go (default: %(default)s)"
+    )
     p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
-    p.add_argument("--ledger-topic", default="ledger")
+    p.add_argument(
+        "--ledger-topic", default="ledger", help="the privacy ledger's topic (default: %(default)s)"
+    )
     p.add_argument("--ledger-id", default=None, help="default: sliding-window/<topic>")
     p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
     p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
     p.add_argument("--ledger-timeout", default="60s")
     for option, kind, default in FLINK_OPTIONS:
         p.add_argument(option, type=kind, default=default)
+    add_progress_option(p)
 
 
 def config_from_args(args: argparse.Namespace, shards: int) -> SlidingWindowConfig:
@@ -321,16 +338,42 @@ def run(args: argparse.Namespace) -> int:
     the operators, after the charge: an incompatible one fails the job with the budget spent (module
     docstring, "Restore order")."""
     from privstream.connectors.ledger_topic import LedgerUnavailable
+    from privstream.connectors.run_ids import new_run_id
+    from privstream.jobs import run_report
     from privstream.jobs.continual_monitor import nodes_of
+    from privstream.jobs.preflight import warn_before_start
 
     from privstream.accounting import BudgetExceeded
 
+    run_report.console_logging()
     try:
-        config = prepare(config_from_args(args, nodes_of(args.bootstrap, args.topic)))
+        config = config_from_args(args, nodes_of(args.bootstrap, args.topic))
+        warn_before_start(config)  # noise-dominated parameters: a warning, before the ledger charge
+        ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
+        config = replace(config, run_id=new_run_id(), flink_conf=config.flink_conf + ui_conf)
+        interval_s = run_report.progress_interval_s(args)
+        config = prepare(config)
         env = environment(config)
     except (ValueError, TypeError, OSError, ConnectionError, LedgerUnavailable, BudgetExceeded) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     build(env, config)
-    env.execute(config.job_name)
-    return 0
+    return run_report.execute_reported(env, run_plan(config, web_ui), interval_s=interval_s)
+
+
+def run_plan(config: SlidingWindowConfig, web_ui: str | None) -> RunPlan:
+    """What the start banner, progress and summary say about the submission of ``config``."""
+    from privstream.jobs.run_report import RunPlan
+
+    s = config.settings
+    total_epsilon = config.total_epsilon or s.epsilon
+    total_delta = config.total_delta or s.delta
+    return RunPlan.of(
+        "sliding-window",
+        config,
+        web_ui,
+        ledger_topic=config.ledger_topic,
+        ledger_id=config.ledger_id,
+        per_release=f"(ε={s.epsilon:g}, δ={s.delta:g}) charged once for the whole run",
+        total=f"(ε={total_epsilon:g}, δ={total_delta:g})",
+    )

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privstream.connectors.avro_codec import decode, encode
+from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
+from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, Payload, PayloadError, WatermarkPayload
 
@@ -47,11 +48,19 @@ from privstream.continual.pcc import heavy_hitter_bar
 from privstream.continual.pdch_bf import BfMessage, PdchBfAggregator, PdchBfConfig, PdchBfNode, pdch_bf_config
 from privstream.sketches import SketchFormatError
 from privstream.sketches.binary_format import decode_envelope, encode_envelope
+from privstream.validation import check_privacy_bound
 
 MODES = ("lu", "bf")
 #: type bytes of the operator state records (the core's reserved state range, see state_records.py)
 NODE_STATE, AGGREGATOR_STATE = 240, 241
 _LEN = struct.Struct("<I")
+
+
+class ForeignUpdate(ValueError):
+    """A record on the updates topic that is not this run's: another submission's update (its
+    session differs: e.g. an earlier run's leftovers, which a fresh start reads from the topic's
+    beginning), another mode or node count, or no ``ContinualUpdate`` at all. The aggregator
+    dead-letters it with this reason (:meth:`ContinualAggregator.take`) and applies nothing."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,9 @@ class ContinualSettings:
     delta: float = 1e-6  #: PDCH-BF: Bloom failure probability per window
     keys_dir: str | None = None  #: PDCH-BF: node-<i>.key files and roster.json (offline setup)
     hash_seed: str = "privstream-continual-monitor"  #: PDCH-BF: public hash seed
-    session: str = ""  #: PDCH-BF: keeps period labels unique across runs ("": the launcher draws one)
+    #: the run's id ("": the launcher draws one): stamped into its updates; PDCH-BF: keeps period
+    #: labels unique across runs
+    session: str = ""
     noise_secret: str = ""  #: hex; the nodes' noise keys derive from it ("": the launcher draws one)
     noise_seed: int | None = None  #: TESTS ONLY: replay-stable noise from a public seed
 
@@ -82,7 +93,9 @@ class ContinualSettings:
         if self.mode == "bf" and self.nodes < 2:
             raise ValueError("--mode bf: pairwise masking needs at least 2 nodes (partitions)")
         if self.mode == "bf" and not self.keys_dir:
-            raise ValueError("--keys: --mode bf needs the nodes' keys (see `keys` to create them)")
+            raise ValueError(
+                "--keys: --mode bf needs the nodes' keys (`privstream keys --nodes k --out DIR`)"
+            )
         if self.universe < 1:
             raise ValueError(f"--universe: must be >= 1, got {self.universe}")
         if self.step_ms < 1:
@@ -90,6 +103,7 @@ class ContinualSettings:
         if self.window_items is not None and self.window_items < 1:
             raise ValueError(f"--window-items: must be >= 1, got {self.window_items}")
         heavy_hitter_bar(self.theta, Fraction(0), 1)  # theta in (0, 1), named
+        check_privacy_bound("--epsilon", self.epsilon, "epsilon")
         # epsilon, lam, window (and delta, k for bf): fail fast, naming the parameter
         if self.bf_config() is None:
             LazyUpdateAggregator(self.nodes, self.lam, self.window)
@@ -102,15 +116,16 @@ class ContinualSettings:
             if roster.node_ids != tuple(range(self.nodes)):
                 raise ValueError(
                     f"--keys: the roster has nodes {list(roster.node_ids)}, the events topic has "
-                    f"{self.nodes} partitions (nodes 0..{self.nodes - 1}); run `keys --nodes {self.nodes}`"
+                    f"{self.nodes} partitions (nodes 0..{self.nodes - 1}); run `privstream keys --nodes {self.nodes}`"
                 )
 
     def with_secrets(self) -> ContinualSettings:
         """These settings with the per-run secrets drawn where unset (the launcher's job, once per
         submission): the nodes' noise secret (from the OS CSPRNG; it travels in the job graph, so
         a node that fails before its first checkpoint redraws the same noise for the same block)
-        and, for PDCH-BF, a random session (period labels never repeat across submissions). To
-        resume a PDCH-BF run from a savepoint, pass its ``--session`` again."""
+        and a random session: the run's id, stamped into every ``ContinualUpdate`` (the aggregator
+        dead-letters other runs' updates) and, for PDCH-BF, into the period labels (never repeated
+        across submissions). To resume a run from a savepoint, pass its ``--session`` again."""
         import secrets
 
         from privstream.noise.rng import new_noise_key
@@ -118,7 +133,7 @@ class ContinualSettings:
         return replace(
             self,
             noise_secret=self.noise_secret or new_noise_key().hex(),
-            session=self.session or (secrets.token_hex(16) if self.mode == "bf" else ""),
+            session=self.session or secrets.token_hex(16),
         )
 
     @property
@@ -331,6 +346,7 @@ class ContinualNode:
                 "tables": tables,
                 "words": words,
                 "update_time": int(time.time() * 1000),
+                "session": self.settings.session,
             },
         )
 
@@ -358,16 +374,47 @@ class ContinualAggregator:
         if state is not None:
             self._restore(state)
 
+    def take(
+        self, record: bytes, *, topic: str, partition: int, offset: int
+    ) -> tuple[list[bytes], list[bytes]]:
+        """:meth:`add` for the operator: ``(releases, dead letters)``. An update that is not this
+        run's (:class:`ForeignUpdate`) becomes an Avro ``DeadLetter`` of the message at
+        ``topic``/``partition``/``offset`` with the reason, and changes nothing."""
+        try:
+            return self.add(record), []
+        except ForeignUpdate as exc:
+            letter = dead_letter_record(
+                value=record, error=str(exc), topic=topic, partition=partition, offset=offset
+            )
+            return [], [encode("DeadLetter", letter)]
+
+    def _own(self, record: bytes) -> dict[str, Any]:
+        """The decoded update if it is this run's; else :class:`ForeignUpdate` saying whose it is."""
+        try:
+            schema, value = decode(record)
+        except AvroDecodeError as exc:
+            raise ForeignUpdate(f"undecodable record on the updates topic: {exc.reason}") from None
+        s = self.settings
+        if schema != "ContinualUpdate":
+            raise ForeignUpdate(f"a {schema} record on the updates topic (not a ContinualUpdate)")
+        if value["session"] != s.session:
+            raise ForeignUpdate(
+                f"update from another run/submission (session {value['session'] or '(none)'!r}, this run "
+                f"{s.session or '(none)'!r}): an earlier run's leftover on the updates topic, ignored"
+            )
+        if value["mode"] != s.mode:
+            raise ForeignUpdate(f"update of mode {value['mode']!r}; this run is mode {s.mode!r}")
+        if not 0 <= value["node"] < s.nodes:
+            raise ForeignUpdate(f"update from node {value['node']}; this run has {s.nodes} nodes")
+        return value
+
     def add(self, record: bytes) -> list[bytes]:
         """Take one ``ContinualUpdate``; returns the Avro ``Release`` records of the steps now complete.
         Nodes run ahead of each other, so a node's updates wait until every node has closed their
-        step: step s is released from every node's values as of step s (applied in node order)."""
-        schema, value = decode(record)
-        if schema != "ContinualUpdate" or value["mode"] != self.settings.mode:
-            raise ValueError(f"unexpected {schema} record on the updates topic (mode {value.get('mode')})")
+        step: step s is released from every node's values as of step s (applied in node order).
+        A record that is not this run's raises :class:`ForeignUpdate` and changes nothing."""
+        value = self._own(record)
         node, step = value["node"], value["step"]
-        if not 0 <= node < self.settings.nodes:
-            raise ValueError(f"update from node {node}; the job has {self.settings.nodes} nodes")
         if step <= self.closed[node]:
             return []  # already taken (the topic is read exactly once; kept for safety)
         if step != self.closed[node] + 1:

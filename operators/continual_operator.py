@@ -8,21 +8,26 @@ node protocol's state (PCC with its secret noise key, Last(x)), all checkpointed
 offsets, so a restore replays exactly the messages after the checkpoint into exactly that state
 (and the keyed noise redraws the same values). Its output is ``ContinualUpdate`` bytes for the
 updates topic. :class:`ContinualAggregatorFunction` (one key) reads the updates topic and emits
-``Release`` bytes.
+``Release`` bytes, and dead-letters updates of other runs (:class:`~privstream.operators.continual_logic.ForeignUpdate`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
+from privstream.connectors.avro_codec import decode
 from privstream.operators.continual_logic import ContinualAggregator, ContinualNode, ContinualSettings
 from privstream.operators.epochs import ShardProgress
 from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES
-from privstream.operators.sketch_operator import ShardSketchFunction, _MapStateStore
+from privstream.operators.metrics import OperatorMetrics
+from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction, _MapStateStore
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
+
+logger = logging.getLogger(__name__)
 
 
 class _EventsOnly:
@@ -45,6 +50,10 @@ class ContinualNodeFunction(ShardSketchFunction):
         #: state is not deserialised for every one; reset by every restore (open() runs again)
         self.loaded: dict[int, tuple[bytes | None, Any]] = {}
 
+    def _state_bytes(self) -> int:
+        """The ``stateBytes`` gauge: the open steps and progress, plus the protocol states."""
+        return super()._state_bytes() + sum(len(b) for b, _ in self.loaded.values() if b is not None)
+
     def _sketcher(self, shard: int) -> Any:
         value = self.protocol.value()
         state = None if value is None else bytes(value)
@@ -53,7 +62,7 @@ class ContinualNodeFunction(ShardSketchFunction):
             shard,
             self.settings,
             state,
-            _MapStateStore(self.sketches),
+            _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
             ShardProgress.from_bytes(self.progress.value()),
             cached[1] if cached is not None and cached[0] == state else None,
         )
@@ -82,19 +91,47 @@ class _SavingNode(ContinualNode):
 
 
 class ContinualAggregatorFunction(KeyedProcessFunction):
-    """The aggregator over the updates topic's rows ``(payload, partition, offset)``."""
+    """The aggregator over the updates topic's rows ``(payload, partition, offset)``; updates that
+    are not this run's (e.g. an earlier run's leftovers on ``topic``) go to the side output
+    ``DEAD_LETTERS`` with the reason (the first one is logged)."""
 
-    def __init__(self, settings: ContinualSettings) -> None:
+    def __init__(self, settings: ContinualSettings, topic: str = "") -> None:
         self.settings = settings
+        self.topic = topic
+        self.foreign = 0
+        self._state_size = 0
+        self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.state = runtime_context.get_state(ValueStateDescriptor("aggregator", BYTES))
         self._aggregator: ContinualAggregator | None = None  # rebuilt from state after every restore
+        self._state_size = 0  #: bytes of the aggregator state last written (the stateBytes gauge)
+        self.metrics = OperatorMetrics.register(
+            runtime_context, ("deadLettered", "releases"), {"stateBytes": lambda: self._state_size}
+        )
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[bytes]:
         if self._aggregator is None:
             stored = self.state.value()
             self._aggregator = ContinualAggregator(self.settings, None if stored is None else bytes(stored))
-        out = self._aggregator.add(bytes(value[0]))
-        self.state.update(self._aggregator.to_bytes())
+        out, letters = self._aggregator.take(
+            bytes(value[0]), topic=self.topic, partition=value[1], offset=value[2]
+        )
+        if letters:
+            self.foreign += 1
+            if self.foreign == 1:
+                logger.warning(
+                    "%s[%s]@%s dead-lettered: %s",
+                    self.topic,
+                    value[1],
+                    value[2],
+                    decode(letters[0])[1]["error"],
+                )
+            self.metrics.inc("deadLettered", len(letters))
+            yield from ((DEAD_LETTERS, letter) for letter in letters)
+            return
+        state = self._aggregator.to_bytes()
+        self.state.update(state)
+        self._state_size = len(state)
+        self.metrics.inc("releases", len(out))
         yield from out

@@ -9,15 +9,18 @@ wrongly, so a ``latest`` bound is never used).
 
 Sinks: value bytes (dead letters, releases) or ``Row(key, value)`` (the compacted ledger topic),
 with ``DeliveryGuarantee.EXACTLY_ONCE`` (Kafka transactions committed on checkpoints); readers must
-use ``isolation.level=read_committed``.
+use ``isolation.level=read_committed``. :func:`stamped` sets the submission's run id in every record
+on its way to a sink (:func:`privstream.connectors.run_ids.stamp`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from privstream.connectors.validation import sql_option_value
 from pyflink.common import Types
 from pyflink.common.serialization import ByteArraySchema, RowFieldExtractorSchema
-from pyflink.datastream import DataStream
+from pyflink.datastream import DataStream, MapFunction
 from pyflink.datastream.connectors.base import DeliveryGuarantee
 from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
 from pyflink.table import StreamTableEnvironment
@@ -59,7 +62,28 @@ def events_source(
         f"CREATE TEMPORARY TABLE {table} (payload BYTES, part INT METADATA FROM 'partition' VIRTUAL, "
         f"off BIGINT METADATA FROM 'offset' VIRTUAL) WITH ({with_clause})"
     )
-    return t_env.to_data_stream(t_env.from_path(table))
+    return _planned_on_this_thread(lambda: t_env.to_data_stream(t_env.from_path(table)))
+
+
+def _planned_on_this_thread(plan: Any) -> Any:
+    """Run ``plan`` (which discovers the Kafka table factory) with the connector jars on the context
+    class loader of the gateway thread that serves it. PyFlink puts ``pipeline.jars`` on the loader
+    of whichever py4j thread served the environment's creation; a later call can be served by
+    another gateway thread (py4j opens a connection per concurrent call, e.g. a finalizer's), whose
+    loader lacks the factory: "Could not find any factory for identifier 'kafka'", seen
+    intermittently under load. The jars are added again just before, and once more on that error."""
+    from privstream.connectors.flink_jars import connector_jar_urls
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    jars = connector_jar_urls()
+    add_jars_to_context_class_loader(jars)
+    try:
+        return plan()
+    except Exception as exc:  # py4j's Py4JJavaError
+        if "Could not find any factory for identifier 'kafka'" not in str(exc):
+            raise
+        add_jars_to_context_class_loader(jars)
+        return plan()
 
 
 def kafka_sink(
@@ -87,4 +111,30 @@ def kafka_sink(
         .set_transactional_id_prefix(transactional_id_prefix)
         .set_property("transaction.timeout.ms", "600000")
         .build()
+    )
+
+
+class StampRunId(MapFunction):
+    """Sets ``run_id`` in every record that has the field (:func:`~privstream.connectors.run_ids.stamp`);
+    the id comes from the launcher through the job graph, so a replay writes the same bytes."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def map(self, value: bytes) -> bytes:
+        from privstream.connectors.run_ids import stamp
+
+        return stamp(bytes(value), self.run_id)
+
+
+def stamped(stream: DataStream, run_id: str | None, what: str) -> DataStream:
+    """``stream`` (Avro message bytes) with ``run_id`` stamped into its records (``what`` names the
+    operator: ``stamp-run-id-<what>``); ``stream`` itself when ``run_id`` is None."""
+    if run_id is None:
+        return stream
+    return (
+        stream.map(StampRunId(run_id), output_type=BYTES)
+        .uid(f"stamp-run-id-{what}")
+        .name(f"run id ({what})")
+        .set_parallelism(1)  # as the sinks
     )

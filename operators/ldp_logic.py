@@ -70,7 +70,7 @@ from privstream.ldp import HgLdpParams, HgLdpServer, PublicState, refusal_reason
 from privstream.ldp.hg_params import LDP_DELTA, LDP_NEIGHBOUR_RELATION, Scheme
 from privstream.ldp.hg_state import StateHistory, new_run_id
 from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, default_source, new_noise_key
-from privstream.validation import check_int
+from privstream.validation import check_int, check_privacy_bound
 
 Output = tuple[Literal["release", "state", "dead-letter"], bytes]
 PRIVACY_UNIT = "one report (event-level local DP; a user sending T reports gets T·ε)"
@@ -100,6 +100,7 @@ class LdpServerSettings:
 
     def __post_init__(self) -> None:
         self.params  # noqa: B018 - validates scheme, epsilon, domain_size, k, alpha, light_cells
+        check_privacy_bound("--epsilon", self.epsilon, "epsilon")
         check_int("epoch_reports", self.epoch_reports)
         check_int("state_every", self.state_every)
         check_int("max_lag", self.max_lag, minimum=0)

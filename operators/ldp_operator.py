@@ -18,6 +18,7 @@ from typing import Any
 from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
+from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
@@ -36,12 +37,20 @@ class LdpServerFunction(KeyedProcessFunction):
         self.settings = settings
         self.topic = topic
         self.faults = faults or TestFaults()
+        self._sizes = {"core": 0, "versions": 0}
+        self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.core = runtime_context.get_state(ValueStateDescriptor("hg-ldp-core", BYTES))
         self.versions = runtime_context.get_state(ValueStateDescriptor("hg-ldp-versions", BYTES))
         # rebuilt from state after every restore; its first message re-announces the latest state
         self._logic: LdpServerLogic | None = None
+        self._sizes = {"core": 0, "versions": 0}  #: bytes of the two states as last written
+        self.metrics = OperatorMetrics.register(
+            runtime_context,
+            ("eventsCounted", "deadLettered", "releases"),
+            {"stateBytes": lambda: sum(self._sizes.values())},
+        )
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         if self._logic is None:
@@ -52,21 +61,28 @@ class LdpServerFunction(KeyedProcessFunction):
             else:
                 self._logic = LdpServerLogic(self.settings, bytes(core), versions=bytes(versions))
         logic = self._logic
-        before = logic.latest_version
+        before, reports = logic.latest_version, logic.server.n
         payload = b"" if value[0] is None else bytes(value[0])
         outputs = logic.process(payload, int(value[1]), int(value[2]), self.topic)
         # Both states are written before this element's outputs, so every checkpoint barrier (between
         # elements) sees a consistent pair; the versions only when one was made (every --state-every
         # reports at most), the small rest after every message.
         if logic.latest_version != before:
-            self.versions.update(logic.versions_bytes())
-        self.core.update(logic.core_bytes())
+            versions = logic.versions_bytes()
+            self.versions.update(versions)
+            self._sizes["versions"] = len(versions)
+        core = logic.core_bytes()
+        self.core.update(core)
+        self._sizes["core"] = len(core)
+        self.metrics.inc("eventsCounted", logic.server.n - reports)  # reports applied
         self.faults.on_message(0, self._logic.server.n)
         key = self.settings.deployment.encode()
         for kind, data in outputs:
             if kind == "release":
+                self.metrics.inc("releases")
                 yield data
             elif kind == "state":
                 yield STATE, Row(key, data)
             else:
+                self.metrics.inc("deadLettered")
                 yield DEAD_LETTERS, data

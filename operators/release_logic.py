@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
@@ -52,9 +52,33 @@ from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
 from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced
+from privstream.mechanisms.release_types import Release
 from privstream.noise.rng import KeyedRandomSource, RandomSource, SeededRandomSource
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReleaseRefusal:
+    """An epoch the ledger refused (budget exhausted): published in the release's place, nothing
+    charged. :meth:`record` is the Avro ``ReleaseRefused`` record."""
+
+    reason: str
+    detail: str
+    ledger_id: str
+    epoch: int
+    window_start: int | None
+    window_end: int | None
+    epsilon_requested: float
+    delta_requested: float
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_total: float
+    delta_total: float
+    refused_time: int
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -114,9 +138,22 @@ class EpochReleaser:
         return KeyedRandomSource(self.noise_key, context)  # key: CSPRNG secret in checkpointed state
 
     def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes | None]:
-        """``(message for the releases topic, Avro LedgerEntry or None)``: a ``Release`` and its
-        charge's entry; a ``ReleaseRefused`` ("budget exhausted") and None when the budget refuses
-        the epoch; None and None for an epoch refused on its input (nothing charged either way)."""
+        """The job's edge: :meth:`decide`, encoded. ``(message for the releases topic, Avro
+        LedgerEntry or None)``: a ``Release`` and its charge's entry; a ``ReleaseRefused`` ("budget
+        exhausted") and None when the budget refuses the epoch; None and None for an epoch refused on
+        its input (nothing charged either way)."""
+        outcome, entry = self.decide(merged)
+        if outcome is None:
+            return None, None
+        if isinstance(outcome, ReleaseRefusal):
+            return encode("ReleaseRefused", outcome.record()), None
+        return encode("Release", release_record(outcome, merged.epoch, self.policy)), entry
+
+    def decide(self, merged: MergedEpoch) -> tuple[Release | ReleaseRefusal | None, bytes | None]:
+        """The typed outcome of epoch ``merged``: its :class:`~privstream.mechanisms.Release` (the
+        path's whole relation, ``epoch`` set) and the charge's Avro ``LedgerEntry``; a
+        :class:`ReleaseRefusal` and None when the budget refuses it; None and None for an epoch
+        refused on its input (nothing charged either way)."""
         from privstream.mechanisms import release, release_disjoint
 
         if merged.refused is not None:  # fail closed: the input cannot support the stated relation
@@ -150,9 +187,7 @@ class EpochReleaser:
             return self._budget_exhausted(merged.epoch, exc), None
         # the path's relation: the merged build's (with the group size), then the epochs, then the shards
         relation = self.policy.neighbour_relation(result.relation).with_conditions(*self.spec.shard_relation)
-        result = replace(result, relation=relation)
-        entry = self._ledger_entry()
-        return encode("Release", release_record(result, merged.epoch, self.policy)), entry
+        return replace(result, relation=relation), self._ledger_entry()
 
     def _ledger_entry(self) -> bytes:
         """The Avro ``LedgerEntry`` of the charge just made (the ledger's head entry)."""
@@ -160,10 +195,10 @@ class EpochReleaser:
         assert head is not None  # a release was just charged
         return entry_record(head)
 
-    def _budget_exhausted(self, epoch: int, exc: BudgetExceeded) -> bytes:
-        """The ``ReleaseRefused`` record published instead of epoch ``epoch``'s release; logged as an
-        error once per ledger and process (every refused epoch after that at INFO): an exhausted
-        budget stops releases, never the job."""
+    def _budget_exhausted(self, epoch: int, exc: BudgetExceeded) -> ReleaseRefusal:
+        """What is published instead of epoch ``epoch``'s release; logged as an error once per
+        ledger and process (every refused epoch after that at INFO): an exhausted budget stops
+        releases, never the job."""
         spent, total = self.ledger.spent(), self.ledger.total
         assert isinstance(spent, Budget) and isinstance(total, Budget)  # the job's ledgers are (ε, δ)
         window = _window(epoch, self.policy)
@@ -178,23 +213,20 @@ class EpochReleaser:
             logger.error("budget exhausted: %s (%s)", detail, exc)
         else:
             logger.info("budget exhausted: epoch %s not released", epoch)
-        return encode(
-            "ReleaseRefused",
-            {
-                "reason": BUDGET_EXHAUSTED,
-                "detail": detail,
-                "ledger_id": self.ledger.ledger_id,
-                "epoch": epoch,
-                "window_start": None if window is None else window[0],
-                "window_end": None if window is None else window[1],
-                "epsilon_requested": float(self.config.epsilon),
-                "delta_requested": float(self.config.delta),
-                "epsilon_spent": float(spent.epsilon),
-                "delta_spent": float(spent.delta),
-                "epsilon_total": float(total.epsilon),
-                "delta_total": float(total.delta),
-                "refused_time": int(time.time() * 1000),
-            },
+        return ReleaseRefusal(
+            reason=BUDGET_EXHAUSTED,
+            detail=detail,
+            ledger_id=self.ledger.ledger_id,
+            epoch=epoch,
+            window_start=None if window is None else window[0],
+            window_end=None if window is None else window[1],
+            epsilon_requested=float(self.config.epsilon),
+            delta_requested=float(self.config.delta),
+            epsilon_spent=float(spent.epsilon),
+            delta_spent=float(spent.delta),
+            epsilon_total=float(total.epsilon),
+            delta_total=float(total.delta),
+            refused_time=int(time.time() * 1000),
         )
 
 

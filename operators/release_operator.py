@@ -7,7 +7,9 @@ starts from ``initial_ledger`` (the state the launcher established from the ``le
 budget spent by an earlier one); a job restored from a savepoint or checkpoint takes the more
 advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
 charges recorded after it. Main output: Avro ``Release`` bytes (``ReleaseRefused`` for an epoch the
-exhausted budget refuses); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
+exhausted budget refuses), or with ``typed`` the objects themselves
+(:class:`~privstream.mechanisms.Release`, :class:`~privstream.operators.release_logic.ReleaseRefusal`:
+the public operators of :mod:`privstream.flink`); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
 for the compacted topic (while it runs, the operator also heartbeats on that topic as the
 ledger's writer: :mod:`~privstream.connectors.ledger_lease`); side output ``SKETCHES``
 (only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise sketches.
@@ -24,6 +26,7 @@ from privstream.connectors.avro_codec import encode
 from privstream.connectors.ledger_lease import Heartbeat, LedgerLease
 from privstream.operators.epochs import EpochPolicy
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
+from privstream.operators.metrics import OperatorMetrics, micros
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, reconcile_ledgers
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
@@ -48,8 +51,10 @@ class ReleaseFunction(KeyedProcessFunction):
         expose_sketches: bool = False,
         lease: LedgerLease | None = None,
         submission_key: bytes | None = None,
+        typed: bool = False,
     ) -> None:
         self.config = config
+        self.typed = typed
         self.spec = spec
         self.policy = policy
         self.initial_ledger = initial_ledger
@@ -58,6 +63,8 @@ class ReleaseFunction(KeyedProcessFunction):
         #: the launcher's per-submission secret (in the job graph): the noise key until the first
         #: checkpoint holds one, so a failure before it redraws the same noise for a replayed epoch
         self.submission_key = submission_key
+        self._spent_micros = self._state_size = 0
+        self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.ledger = runtime_context.get_state(ValueStateDescriptor("privacy-ledger", BYTES))
@@ -65,6 +72,15 @@ class ReleaseFunction(KeyedProcessFunction):
         # Reconciled with the restored ledger once per open(); open() runs again after every restore.
         self._pending_initial: bytes | None = self.initial_ledger
         self._heartbeat = None if self.lease is None else Heartbeat(self.lease).start()
+        #: the ledger's spent ε (the start-up's ledger until the first release) and the state's
+        #: bytes as last written: the epsilonSpentMicros and stateBytes gauges
+        self._spent_micros = 0 if self.initial_ledger is None else _spent_micros(self.initial_ledger)
+        self._state_size = 0
+        self.metrics = OperatorMetrics.register(
+            runtime_context,
+            ("releases", "refusals"),
+            {"epsilonSpentMicros": lambda: self._spent_micros, "stateBytes": lambda: self._state_size},
+        )
 
     def close(self) -> None:
         if self._heartbeat is not None:
@@ -97,12 +113,18 @@ class ReleaseFunction(KeyedProcessFunction):
         )
         if self.expose_sketches:
             yield from ((SKETCHES, snapshot) for snapshot in self._snapshots(merged))
-        release_bytes, ledger_entry = releaser.release(merged)
-        self.ledger.update(releaser.ledger.to_bytes())
+        outcome, ledger_entry = releaser.decide(merged) if self.typed else releaser.release(merged)
+        ledger = releaser.ledger.to_bytes()
+        self.ledger.update(ledger)
+        # a charge (its ledger entry) is a release; an epoch without one was refused (budget
+        # exhausted: a ReleaseRefused in its place; or a refused input: nothing published)
+        self.metrics.inc("releases" if ledger_entry is not None else "refusals")
+        self._spent_micros = micros(_spent(releaser.ledger))
+        self._state_size = len(ledger) + len(self._noise_key())
         if ledger_entry is not None:
             yield LEDGER, Row(releaser.ledger.ledger_id.encode(), ledger_entry)
-        if release_bytes is not None:
-            yield release_bytes
+        if outcome is not None:
+            yield outcome
 
     def _snapshots(self, merged: MergedEpoch) -> list[bytes]:
         """TESTS/AUDIT ONLY: the pre-noise sketches as Avro ``SketchSnapshot`` records (not private):
@@ -124,3 +146,14 @@ class ReleaseFunction(KeyedProcessFunction):
             )
             for shard, sketch in sketches
         ]
+
+
+def _spent(ledger: Any) -> float:
+    """The ε a ledger has spent (its composition's total so far)."""
+    return float(getattr(ledger.spent(), "epsilon", 0.0))
+
+
+def _spent_micros(ledger_bytes: bytes) -> int:
+    from privstream.accounting import PrivacyLedger
+
+    return micros(_spent(PrivacyLedger.from_bytes(ledger_bytes)))

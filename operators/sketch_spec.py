@@ -202,6 +202,32 @@ class SketchSpec:
         """Each shard's sketch is released on its own (``release_mode == "per-shard"``)."""
         return self.release_mode == "per-shard"
 
+    def mechanism_problem(self, mechanism: str, budget: Any) -> tuple[tuple[str, ...], str] | None:
+        """Why the release entry point would refuse ``mechanism`` for this spec's release input (a
+        shard's sketch per shard, the merged sketch merged) under ``budget``, as ``(the arguments to
+        change, the reason listing the valid choices)``, or None. Asked of an empty sketch of the
+        same kind, build, k and m: nothing is charged and no noise is drawn. (Count epochs calibrate
+        to a smaller ε and δ by group privacy, which changes no mechanism's applicability: that
+        depends on ε, δ > 0.)"""
+        from privstream.mechanisms import applicable_mechanisms
+
+        sketch = self.new() if self.per_shard else self.merge([])
+        reasons = applicable_mechanisms(sketch, budget)
+        valid = [name for name, reason in reasons.items() if not reason]
+        if mechanism in valid or (mechanism == "auto" and valid):
+            return None
+        which = "per-shard" if self.per_shard else "merged"
+        what = f"this job's {which} {self.kind.upper()} sketches ({sketch.build.name})"
+        if not valid:
+            why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+            return ("epsilon", "delta"), (
+                f"no mechanism can release {what} with ε={budget.epsilon:g}, δ={budget.delta:g} ({why})"
+            )
+        choices = f"choose one of: {', '.join(['auto', *valid])}"
+        if mechanism not in reasons:
+            return ("mechanism",), f"unknown mechanism {mechanism!r}; {choices}"
+        return ("mechanism",), f"{mechanism} cannot release {what}: {reasons[mechanism]}; {choices}"
+
     @property
     def keys_disjoint(self) -> bool:
         """Shards hold disjoint items (the partitioner hashes the item): public, from the config."""

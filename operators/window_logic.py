@@ -60,7 +60,7 @@ from privstream.operators.payloads import EventPayload, PayloadError, WatermarkP
 from privstream.operators.routing import SHARD_KEYS, routing_error
 
 from privstream.noise.rng import new_noise_key
-from privstream.validation import check_int
+from privstream.validation import check_int, check_privacy_bound
 from privstream.window import DPSWParams, DPSWSketch, Windowing, dpsw_params
 from privstream.window.params import check_gamma, shard_relation
 
@@ -121,6 +121,8 @@ class WindowSettings:
     submission_key: bytes = field(default_factory=new_noise_key, repr=False)  #: secret, per submission
 
     def __post_init__(self) -> None:
+        check_privacy_bound("--epsilon", self.epsilon, "epsilon")
+        check_privacy_bound("--delta", self.delta, "delta")
         self._check_windowing()
         if self.checkpoints is None and self.alpha is None:
             object.__setattr__(self, "alpha", 0.5)

@@ -22,6 +22,7 @@ from typing import Any
 
 from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES
+from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
 from pyflink.common import Types
@@ -49,12 +50,20 @@ class WindowShardFunction(KeyedProcessFunction):
         self.topic = topic
         self.faults = faults or TestFaults()
         self.expose_states = expose_states
+        self._sizes: dict[int, int] = {}
+        self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.sketch = runtime_context.get_state(ValueStateDescriptor("dpsw-sketch", BYTES))
         self.refused = runtime_context.get_state(ValueStateDescriptor("refused", Types.STRING()))
         self.binding = runtime_context.get_state(ValueStateDescriptor("binding", Types.STRING()))
         self._logic: dict[int, WindowShardLogic] = {}  # shard -> sketch; rebuilt after every restore
+        self._sizes = {}  #: shard -> bytes of its sketch state as last written
+        self.metrics = OperatorMetrics.register(
+            runtime_context,
+            ("eventsCounted", "deadLettered", "releases", "refusals"),
+            {"stateBytes": lambda: sum(self._sizes.values())},
+        )
 
     def _shard(self, shard: int) -> WindowShardLogic:
         logic = self._logic.get(shard)
@@ -79,16 +88,22 @@ class WindowShardFunction(KeyedProcessFunction):
             self._logic.pop(shard, None)  # never keep a sketch left half-changed by an error
             raise
         if (logic.sketch.items, logic.sketch.clock) != seen:  # event time: a punctuation moves the clock
-            self.sketch.update(logic.to_bytes())
+            state = logic.to_bytes()
+            self.sketch.update(state)
+            self._sizes[shard] = len(state)
             if self.binding.value() != logic.binding:
                 self.binding.update(logic.binding)
         if logic.refused != refused:
             self.refused.update(logic.refused)
+            self.metrics.inc("refusals")  # the shard fails closed: it releases nothing more
+        self.metrics.inc("eventsCounted", logic.sketch.items - seen[0])
         for kind, data in outputs:
             if kind == "release":
+                self.metrics.inc("releases")
                 yield data
             elif kind == "state":  # TESTS ONLY
                 yield STATES, data
             else:
+                self.metrics.inc("deadLettered")
                 yield DEAD_LETTERS, data
         self.faults.on_message(shard, logic.sketch.items)

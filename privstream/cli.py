@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from privstream import extras
+
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("privstream.demo", "core demo: a sketch's heavy hitters and a private release vs true counts"),
@@ -25,7 +27,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "privstream.jobs.quickstart",
         "broker + synthetic stream + heavy-hitters job, all embedded",
     ),
+    "tail": ("privstream.connectors.tail_cli", "print a topic's committed records, decoded (text or --json)"),
+    "releases": ("privstream.connectors.releases_cli", "privstream tail of a job's default releases topic"),
+    "ledger": ("privstream.connectors.ledger_cli", "a privacy ledger: spent and remaining budget, charges"),
+    "keys": (
+        "privstream.jobs.keys_cli",
+        "continual-monitor --mode bf: write the nodes' X25519 keys and roster (offline setup)",
+    ),
     "eval": ("privstream.eval.cli", "reproduce a paper's evaluation: tables, plots and its claims checked"),
+    "dashboard": (
+        "privstream.connectors.dashboard",
+        "live web page of the latest releases (error bars, guarantee) and the ledger's budget spent",
+    ),
 }
 
 
@@ -36,16 +49,63 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"privstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        module.configure(sp)
-        sp.set_defaults(_run=module.run)
+        _configure_command(sp, name, module_name)
     return parser
 
 
+def _configure_command(sp: argparse.ArgumentParser, name: str, module_name: str) -> None:
+    """Let the command's module configure ``sp``. A command whose extra (privstream.extras) is not
+    installed gets a stub instead: ``privstream NAME ...`` prints one line naming the extra, exit 2."""
+    needed = extras.COMMAND_EXTRAS.get(name)
+    missing = extras.missing_extras(needed or ())
+    if not missing:
+        try:
+            module = importlib.import_module(module_name)
+            module.configure(sp)
+        except ModuleNotFoundError as exc:  # an extra's package imported by a command not in COMMAND_EXTRAS
+            extra = extras.extra_for_error(exc)
+            if extra is None:
+                raise
+            missing = [extra]
+        else:
+            sp.set_defaults(_run=module.run)
+            return
+    message = extras.needs_message(f"privstream {name}", missing, needed)
+    sp.description = f"{sp.description} ({message})"
+    sp.set_defaults(_run=None, _missing_extra=message)
+
+
+def interrupted_message(args: argparse.Namespace) -> str:
+    """The one line Ctrl-C prints; for ``run``, where the job's committed releases are."""
+    topic = getattr(args, "releases_topic", None)
+    if args.command == "run" and topic:
+        return (
+            f"privstream run: stopped; releases committed so far are on {topic!r} (privstream tail {topic})"
+        )
+    return f"privstream {args.command}: stopped"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args._run(args) or 0)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    message = getattr(args, "_missing_extra", None)
+    if message is not None:  # the command's options were never declared: report the extra, not them
+        print(message, file=sys.stderr)
+        return 2
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT, no traceback
+        print(interrupted_message(args), file=sys.stderr)
+        return 130
+    except ModuleNotFoundError as exc:
+        extra = extras.extra_for_error(exc)
+        if extra is None:
+            raise
+        print(extras.needs_message(f"privstream {args.command}", [extra]), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ SAMPLES: dict[str, list[dict]] = {
             "delta": 0.0,
             "neighbour_relation": "local DP: any two items of one report",
             "warm_up_items": 10000,
+            "run_id": "d1-run-7",
         }
     ],
     "WindowRelease": [
@@ -89,6 +90,7 @@ SAMPLES: dict[str, list[dict]] = {
             "windowing": "count",
             "window_end": 1000,
             "window_items": None,
+            "run_id": None,
         },
         {
             "ledger_id": "sliding-window/events",
@@ -115,6 +117,7 @@ SAMPLES: dict[str, list[dict]] = {
             "windowing": "event-time",
             "window_end": 9999,
             "window_items": 200,
+            "run_id": "3f2a9c1b0d4e4c6e8a1b2c3d4e5f6071",
         },
     ],
     "HgLdpState": [
@@ -140,6 +143,7 @@ SAMPLES: dict[str, list[dict]] = {
             "n": 1000,
             "data": bytes(range(256)),
             "created_time": 5,
+            "run_id": None,
         }
     ],
     "Release": [
@@ -155,6 +159,7 @@ SAMPLES: dict[str, list[dict]] = {
             "window_end": None,
             "error_bound": 12.5,
             "release_time": 99,
+            "run_id": "3f2a9c1b0d4e4c6e8a1b2c3d4e5f6071",
         },
         {
             "items": [],
@@ -168,6 +173,7 @@ SAMPLES: dict[str, list[dict]] = {
             "window_end": 2000,
             "error_bound": 3.0,
             "release_time": 2001,
+            "run_id": None,
         },
     ],
     "LedgerEntry": [
@@ -194,6 +200,7 @@ SAMPLES: dict[str, list[dict]] = {
             "tables": [],
             "words": 4,
             "update_time": 5,
+            "session": "",
         },
         {
             "node": 0,
@@ -204,6 +211,7 @@ SAMPLES: dict[str, list[dict]] = {
             "tables": [b"\x00\x01"],
             "words": 1,
             "update_time": 0,
+            "session": "9f" * 16,
         },
     ],
     "LedgerFence": [
@@ -224,6 +232,7 @@ SAMPLES: dict[str, list[dict]] = {
             "epsilon_total": 2.0,
             "delta_total": 2e-6,
             "refused_time": 10,
+            "run_id": "3f2a9c1b0d4e4c6e8a1b2c3d4e5f6071",
         }
     ],
     "DeadLetter": [
@@ -235,6 +244,7 @@ SAMPLES: dict[str, list[dict]] = {
             "partition": 2,
             "offset": 77,
             "failed_time": 3,
+            "run_id": "3f2a9c1b0d4e4c6e8a1b2c3d4e5f6071",
         }
     ],
     "EndMarker": [{"producer_id": "p-1", "events_sent": 12345}],
@@ -381,3 +391,32 @@ def test_historical_schema_files_are_loaded(tmp_path) -> None:
     old_writer = SchemaRegistry()
     old_writer.register(old)
     assert registry.decode(old_writer.encode("Event", {"item": "z", "event_time": 1}))[1]["user_id"] is None
+
+
+#: the schemas that gained ``run_id`` and the file of the version before it
+RUN_ID_PREDECESSORS = {
+    "Release": "Release.v2.avsc",
+    "ReleaseRefused": "ReleaseRefused.v1.avsc",
+    "WindowRelease": "WindowRelease.v2.avsc",
+    "LdpRelease": "LdpRelease.v2.avsc",
+    "DeadLetter": "DeadLetter.v1.avsc",
+    "SketchSnapshot": "SketchSnapshot.v1.avsc",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_ID_PREDECESSORS))
+def test_messages_written_before_run_ids_still_decode(name: str) -> None:
+    """A message written with the schema version before ``run_id`` (kept as ``<Name>.v<N>.avsc``)
+    decodes with the shipped registry: the same fields, and ``run_id`` None (its default)."""
+    from importlib import resources
+
+    text = (resources.files("privstream.connectors") / "schemas" / RUN_ID_PREDECESSORS[name]).read_text()
+    old = json.loads(text)
+    assert "run_id" not in {f["name"] for f in old["fields"]}
+    writer = SchemaRegistry()
+    writer.register(old)
+    for record in SAMPLES[name]:
+        before = {k: v for k, v in record.items() if k != "run_id"}
+        data = writer.encode(name, before)
+        assert data[2:10] != avro_codec.default_registry().current(name).header[2:]  # an old fingerprint
+        assert decode(data) == (name, {**before, "run_id": None})

@@ -269,3 +269,52 @@ def test_a_roster_that_does_not_match_the_partitions_is_refused(tmp_path) -> Non
     keys = write_keys(tmp_path / "keys", NODES + 1)
     with pytest.raises(ValueError, match="--keys: the roster has nodes"):
         settings("bf", str(keys), delta=0.01)
+
+
+def _released(records: list[bytes]) -> list[dict[str, object]]:
+    return [{k: v for k, v in decode(r)[1].items() if k != "release_time"} for r in records]
+
+
+def test_an_earlier_runs_leftover_updates_are_dead_lettered_not_applied() -> None:
+    """A rerun reads the updates topic from its beginning: the earlier run's updates (another
+    session) come first. Each becomes one dead letter with the reason and changes nothing, so the
+    new run releases exactly what it would on an empty topic (before: they were applied as the new
+    run's steps, or crashed the aggregator with 'node skipped')."""
+    old, new = settings(session="earlier-run"), settings(session="this-run")
+    leftovers = run_nodes(old, streams(5))[: NODES * STEPS // 2]  # a run stopped half-way
+    updates = interleave(run_nodes(new, streams(2)))
+    clean = ContinualAggregator(new)
+    expected = [r for u in updates for r in clean.add(u)]
+
+    aggregator = ContinualAggregator(new)
+    letters = []
+    for offset, record in enumerate(leftovers):
+        releases, dead = aggregator.take(record, topic="events-updates", partition=0, offset=offset)
+        assert releases == [] and len(dead) == 1
+        letters.append(decode(dead[0]))
+    assert aggregator.to_bytes() == ContinualAggregator(new).to_bytes()  # nothing applied
+    schema, letter = letters[-1]
+    assert schema == "DeadLetter" and letter["original_value"] == leftovers[-1]
+    assert (letter["topic"], letter["offset"]) == ("events-updates", len(leftovers) - 1)
+    assert letter["error"].startswith("update from another run/submission (session 'earlier-run'")
+    got = [r for u in updates for r in aggregator.take(u, topic="events-updates", partition=0, offset=0)[0]]
+    assert _released(got) == _released(expected) and len(got) == STEPS
+
+
+def test_records_that_are_no_update_of_this_run_are_dead_lettered() -> None:
+    """Another mode, more nodes than this run, another schema, undecodable bytes: a dead letter
+    naming it each, never an exception out of the aggregator."""
+    from privstream.connectors.avro_codec import encode
+
+    s = settings()
+    update = decode(run_nodes(s, streams(1))[0])[1]
+    cases = {
+        "update of mode 'bf'": encode("ContinualUpdate", {**update, "mode": "bf"}),
+        f"update from node {NODES}": encode("ContinualUpdate", {**update, "node": NODES}),
+        "a EndMarker record": encode("EndMarker", {"producer_id": "p", "events_sent": 1}),
+        "undecodable record": b"\x00garbage",
+    }
+    aggregator = ContinualAggregator(s)
+    for reason, record in cases.items():
+        releases, dead = aggregator.take(record, topic="u", partition=0, offset=0)
+        assert releases == [] and reason in decode(dead[0])[1]["error"]

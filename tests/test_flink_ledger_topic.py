@@ -255,9 +255,11 @@ def test_the_command_line_prints_why_it_refuses(
         "--ledger-timeout", "10s",
     ]  # fmt: skip
     assert heavy_hitters.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: refusing to start: an undecodable record on ledger topic")
-    assert f"--ledger-topic {config.ledger_topic}" in err
+    # one error line (after whatever the console logged before the ledger read, e.g. the pre-flight)
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("error: refusing to start: an undecodable record on ledger topic")
+    assert f"--ledger-topic {config.ledger_topic}" in errors[0]
 
 
 @pytest.mark.flink
@@ -265,21 +267,68 @@ def test_an_exhausted_budget_stops_releases_not_the_job(hh_stream: Any) -> None:
     """Run the job twice over the same stream and ledger id (event level, total = one epoch's ε):
     the second start reads the first run's ledger through its fence, every epoch it sees again is
     refused with a "budget exhausted" ReleaseRefused (no new charge, no new entry), and the job
-    still consumes everything and ends normally; the chain on the topic stays intact."""
+    still consumes everything and ends normally; the chain on the topic stays intact.
+
+    The second run goes through the command line (``tests/jobs/seeded_heavy_hitters.py``: the
+    heavy-hitters ``main`` with the test hooks) in a child process: it logs its start banner (run
+    id, topics, budget, Flink web UI), and, having released nothing, exits 3 with one line saying why
+    and what to do. Every record carries its run's id, and ``privstream tail --run`` selects one run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
     from privstream.operators.release_logic import BUDGET_EXHAUSTED
 
-    from tests.flink_fixtures import job_config, run_job_to_end, seeded
+    from tests.flink_fixtures import NOISE_SEED, clean_env, job_config, seeded
 
     prefix = fresh_name("exhaust")
     config = job_config(hh_stream, prefix)
     figures: dict[str, Any] = {"events produced": len(hh_stream.items)}
+    first = HeavyHittersJob(config, hooks=seeded(prefix))
+    first.run()
+    script = Path(__file__).parent / "jobs" / "seeded_heavy_hitters.py"
+    options = [
+        "--bootstrap", config.bootstrap, "--topic", config.topic, "--epsilon", "1", "--delta", "1e-6",
+        "--k", str(config.k), "--epoch", str(config.epoch), "--releases-topic", config.releases_topic,
+        "--ledger-topic", config.ledger_topic, "--dlq-topic", config.dlq, "--ledger-id", config.release.ledger_id,
+        "--checkpoint-interval", "500ms", "--ledger-lease", "3s", "--stop-at-end-markers",
+    ]  # fmt: skip
+    second = subprocess.run(
+        [sys.executable, str(script), str(NOISE_SEED), f"{prefix}-sketches", *options],
+        capture_output=True, text=True, timeout=600, env=clean_env(),
+    )  # fmt: skip
+    published = read_topic(config.bootstrap, config.releases_topic, expect=6, idle_s=2.0)
+    sketches = read_topic(config.bootstrap, f"{prefix}-sketches", expect=18, idle_s=1.0)
     for run in (1, 2):
-        run_job_to_end(config, seeded(prefix))
-        published = read_topic(config.bootstrap, config.releases_topic, expect=3 * run, idle_s=2.0)
-        sketches = read_topic(config.bootstrap, f"{prefix}-sketches", expect=9 * run, idle_s=1.0)
-        figures[f"run {run}: events counted"] = sum(s.value["n"] for s in sketches[9 * (run - 1) :])
+        figures[f"run {run}: events counted"] = sum(s.value["n"] for s in sketches[9 * (run - 1) : 9 * run])
     schemas = [r.schema for r in published]
     assert schemas == ["Release"] * 3 + ["ReleaseRefused"] * 3, schemas
+    # the second run: its banner, then exit 3 and one line naming the spent ledger and the way on
+    assert second.returncode == 3, second.stderr[-3000:]
+    err = second.stderr
+    second_run = re.search(r"starting heavy-hitters \(run ([0-9a-f]{32})\)", err)
+    assert second_run, err[-3000:]
+    run_id = second_run.group(1)
+    assert f"input: {config.topic} on {config.bootstrap}" in err
+    assert f"releases → {config.releases_topic}, ledger → {config.ledger_topic}" in err
+    assert re.search(r"Flink web UI: http://127\.0\.0\.1:\d+", err)
+    assert f"privstream releases heavy-hitters --run {run_id}" in err
+    why = [line for line in err.splitlines() if "nothing released" in line]
+    assert len(why) == 1, err[-3000:]
+    assert f"ledger 'test/{prefix}' has spent (ε=1) of (ε=1)" in why[0]
+    assert "start with a new --ledger-id and --total-epsilon" in why[0]
+    assert f"privstream ledger show test/{prefix}" in why[0]
+    assert f"finished heavy-hitters (run {run_id}): 0 releases written, 3 refused" in err
+    # every record names its run: the first run's releases, the second's refusals
+    assert [r.value["run_id"] for r in published] == [first.run_id] * 3 + [run_id] * 3
+    tail = subprocess.run(
+        [sys.executable, "-m", "privstream.cli", "tail", config.releases_topic, "--run", run_id,
+         "--bootstrap", config.bootstrap, "--idle", "1", "--json"],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert tail.returncode == 0, tail.stderr
+    print("\n" + "\n".join(line for line in err.splitlines() if line.startswith("privstream:")))
+    assert [json.loads(line)["schema"] for line in tail.stdout.splitlines()] == ["ReleaseRefused"] * 3
     refused = [r.value for r in published[3:]]
     assert [r["epoch"] for r in refused] == [0, 1, 2]
     assert all(r["reason"] == BUDGET_EXHAUSTED and r["epsilon_spent"] == 1.0 for r in refused)

@@ -32,3 +32,6 @@ def test_quickstart_prints_released_heavy_hitters_beside_true_counts() -> None:
     # far outside both: false-failure rate far below 1e-9 (the noise is unseeded, as in production)
     item, true, released = rows[0][0], int(rows[0][1].replace(",", "")), rows[0][2]
     assert item == "1" and released != "—" and abs(int(released.replace(",", "")) - true) < 0.2 * true
+    # it ends by saying how to see a job's output (README's quickstart says so too)
+    assert out.rstrip().splitlines()[-1].strip().startswith("privstream dashboard")
+    assert "privstream tail releases" in out and "(run " in out

@@ -96,8 +96,12 @@ def test_broker_cli_prints_bootstrap_and_stops_cleanly(stop_signal: signal.Signa
         host, port = bootstrap.split(":")
         assert host == "127.0.0.1" and probe_metadata(host, int(port))
         assert "events" in list_topics(bootstrap)
-        process.send_signal(stop_signal)  # SIGINT is what Ctrl-C sends
-        assert process.wait(timeout=20) == 0
+        process.send_signal(stop_signal)  # SIGINT is what Ctrl-C sends: one line, exit 130
+        assert process.wait(timeout=20) == (130 if stop_signal == signal.SIGINT else 0)
+        stderr = process.stderr.read()  # type: ignore[union-attr]
+        assert "Traceback" not in stderr
+        if stop_signal == signal.SIGINT:
+            assert stderr.strip().splitlines()[-1] == "privstream broker: stopped"
         assert not probe_metadata(host, int(port), timeout=0.5)  # tansu stopped with the CLI
 
 

@@ -139,3 +139,116 @@ def test_continual_monitor_releases_every_punctuated_step() -> None:
     assert [r["epoch"] for r in a] == [r["epoch"] for r in b]
     for x, y in zip(a, b, strict=True):
         assert public(x) == public(y)
+
+
+# --- the public operator (privstream.flink): a user's elements, sharded inside the operator ------
+
+
+def operator_epochs(elements: list[Any], spec: SketchSpec, shards: int) -> dict[int, dict[object, int]]:
+    """The public operator's logic without Flink: each element's (shard, payload) from
+    :func:`~privstream.operators.elements.element_payload`, one element per message in stream order,
+    the declared schedule's punctuations at 0 and at the end; epoch -> merged counters."""
+    from privstream.operators.elements import element_payload
+    from privstream.operators.shard_logic import EpochMerger, ShardSketcher
+
+    policy = TimeEpochs(EPOCH_MS)
+    sketchers = [ShardSketcher(s, spec, policy, {}, ShardProgress(), shards) for s in range(shards)]
+    merger, out = EpochMerger(shards, spec), {}
+    routed: list[list[Any]] = [[] for _ in range(shards)]
+    for element in elements:
+        shard, payload = element_payload(
+            element, user_level=False, shard_key="item", shards=shards, needs_time=True
+        )
+        routed[shard].append(payload)
+    for shard, sketcher in enumerate(sketchers):
+        closed = sketcher.add(WatermarkPayload("schedule", 0))[0]
+        for payload in routed[shard]:
+            closed += sketcher.add(payload)[0]
+        closed += sketcher.add(WatermarkPayload("schedule", HORIZON))[0] + sketcher.finish()
+        for message in closed:
+            out.update({m.epoch: spec.load_merged(m.data).counters() for m in merger.add(message)})
+    return out
+
+
+def test_public_operator_one_early_element_changes_only_its_epoch_by_cor_7_2() -> None:
+    """Elements (item, user, ms) as a user's DataStream holds them: the early element's removal
+    changes exactly its own epoch, by one signed step on at most k counters (Cor. 7.2), and leaves
+    every other epoch — and every other shard's stream — unchanged, though it shifts every later
+    position of its shard."""
+    from tests.test_privacy_neighbours import one_signed_step
+
+    spec = SketchSpec("mg", 4, release_mode="merged")
+    elements = [(x, None, t) for x, t in hh_stream(True)]
+    a, b = operator_epochs(elements, spec, 3), operator_epochs(elements[1:], spec, 3)
+    assert sorted(a) == sorted(b) == [0, 1, 2, 3]
+    assert {e: one_signed_step(a[e], b[e], 4) for e in a} == {0: 1, 1: 0, 2: 0, 3: 0}
+
+
+# --- the public sliding-window operator (privstream.flink.private_sliding_window), event time -----
+
+
+def operator_windows(early: bool) -> tuple[list[dict[str, Any]], list[dict[tuple[int, int], np.ndarray]]]:
+    """The public sliding-window operator's logic without Flink: elements ``(item, None, ms)`` sharded
+    by :func:`~privstream.operators.elements.element_payload`, one per call of
+    :meth:`WindowShardLogic.add_events` in stream order, a punctuation at every substream end up to
+    8 W sent to every shard. Shard 0's only element of substream 0 is the early one (time 5); both
+    shards get 200 elements in substreams 2..5. Returns the releases (in order) and, after every
+    punctuation, every live PCMS table of every shard keyed (shard, substream)."""
+    from privstream.operators.elements import element_payload
+
+    settings = _event_settings()
+    shards = settings.shards
+    logic = [WindowShardLogic(settings, s) for s in range(shards)]
+    keys = keys_in_shard(0, shards, 4) + keys_in_shard(1, shards, 4)
+    times = np.linspace(2 * TW, 6 * TW - 1, 200).astype(np.int64)
+    elements = [(keys[1 + i % 7], None, int(t)) for i, t in enumerate(times)]
+    if early:
+        elements.insert(0, (keys[0], None, 5))
+    releases: list[dict[str, Any]] = []
+    tables: list[dict[tuple[int, int], np.ndarray]] = []
+    sent = 0
+    for tick in range(TW, 8 * TW + 1, TW):
+        while sent < len(elements) and elements[sent][2] < tick:
+            shard, payload = element_payload(
+                elements[sent], user_level=False, shard_key="item", shards=shards, needs_time=True
+            )
+            assert logic[shard].add_events(payload, b"", sent, "events") == []  # nothing late or ahead
+            sent += 1
+        for shard in range(shards):  # the Punctuation element, broadcast to every shard in order
+            out = logic[shard].punctuate(tick, b"", tick, "events")
+            releases += [decode(data)[1] for kind, data in out if kind == "release"]
+        tables.append(
+            {(s, sub.index): sub.tables.copy() for s in range(shards) for sub in logic[s].sketch.substreams()}
+        )
+    return releases, tables
+
+
+def test_public_sliding_window_one_early_element_changes_only_its_substream_by_lemma_4_1() -> None:
+    """Removing the early element (shard 0, substream 0) changes only that substream's PCMS tables —
+    each PCMS whose range holds it by one on ``depth`` counters (DPSW Lemma 4.1's sensitivity) — and
+    nothing of shard 1; the same releases happen with the same public fields, and every release
+    whose window no longer reads substream 0 of shard 0 is identical."""
+    (a, tables_a), (b, tables_b) = operator_windows(True), operator_windows(False)
+    depth = _event_settings().depth
+    assert [(r["shard"], r["window_end"]) for r in a] == [
+        (s, TW * i - 1) for i in range(1, 9) for s in (0, 1)
+    ]
+    same_transcript(a, b, "window_end")
+    changed = 0
+    for x, y in zip(tables_a, tables_b, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            diff = x[key] - y[key]
+            if key != (0, 0):
+                assert not diff.any(), key
+                continue
+            assert set(np.unique(diff).tolist()) <= {0, 1}
+            per_pcms = diff.reshape(len(diff), -1).sum(axis=1)
+            assert set(per_pcms.tolist()) <= {0, depth} and per_pcms.any()
+            changed += 1
+    assert changed  # substream 0 of shard 0 was live, and differed, while it was read
+    reads_it = [r["shard"] == 0 and r["window_start"] < TW for r in a]
+    assert timeless(a[0]) != timeless(b[0]) and reads_it[0]
+    for x, y, read in zip(a, b, reads_it, strict=True):
+        if not read:  # shard 1, or a window past substream 0: identical, noise included
+            assert timeless(x) == timeless(y)

@@ -460,6 +460,7 @@ def test_window_release_v1_messages_decode_as_count_windows() -> None:
         "windowing": "count",
         "window_end": None,
         "window_items": None,
+        "run_id": None,
     }
 
 

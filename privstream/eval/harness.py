@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from privstream import extras
 from privstream.eval.claims import Claim, Status, write_claims
 from privstream.eval.results import PlotSpec, Row, render_plot, summarize, write_table
 from privstream.eval.workloads import MissingExtra, Workload, load_workload, parse_spec, workload_kinds
@@ -326,9 +327,14 @@ def run_study(
 ) -> StudyRun:
     """Run the study ``name`` and write its outputs (module docstring) into ``out_dir`` (default
     ``eval-results/<name>``). ``tiny``: start from the study's tiny settings; ``overrides``: fields
-    of :class:`Settings` to replace (None values ignored); ``seed``: data and noise seed."""
+    of :class:`Settings` to replace (None values ignored); ``seed``: data and noise seed. ``plots``
+    need the ``eval`` extra (matplotlib): without it :class:`MissingExtra` before the study runs."""
     study = get_study(name)
     seed = check_int("seed", seed, minimum=0)
+    if plots and not extras.installed("eval"):  # fail before the study runs, not after
+        raise MissingExtra(
+            f"plots need the eval extra: {extras.install_hint(['eval'])} (or no plots: --no-plots)"
+        )
     settings = (study.tiny if tiny else study.defaults).with_overrides(**(overrides or {}))
     out = Path(out_dir) if out_dir is not None else Path("eval-results") / name
     ctx = StudyContext(study.name, settings, seed, progress_enabled=progress)

@@ -40,13 +40,10 @@ from typing import Any
 import numpy as np
 
 from privstream import datagen
+from privstream.extras import MissingExtra
 from privstream.validation import check_int
 
 logger = logging.getLogger(__name__)
-
-
-class MissingExtra(RuntimeError):
-    """A workload needs an optional dependency that is not installed (the message names the extra)."""
 
 
 @dataclass(frozen=True)
