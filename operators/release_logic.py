@@ -22,8 +22,7 @@ group privacy (``release(..., group_size=2)``, Lebeda-Tetek Lemma 8.1).
 The neighbour relation is composed as a structured value
 (:class:`~privstream.privacy.NeighbourRelation`): the merged build's relation with the group size
 (from :func:`~privstream.mechanisms.release`), then the epoch policy's
-(``policy.neighbour_relation``: count epochs turn it into a same-shard replacement, the window
-variant adds its ASSUMED conditions), then the shard conditions (``spec.shard_relation``); it is
+(``policy.neighbour_relation``: count epochs turn it into a same-shard replacement), then the shard conditions (``spec.shard_relation``); it is
 rendered to text only in the Avro record (:func:`release_record`).
 
 Noise (restarts): each epoch's noise comes from a :class:`~privstream.noise.rng.KeyedRandomSource`

@@ -218,16 +218,6 @@ class EpochMerger:
         self.state = MergeState(tuple(closed), pending, next_epoch, tuple(starts), refused)
         return list(self._complete())
 
-    def close_all_through(self, epoch: int) -> list[MergedEpoch]:
-        """Treat every shard as closed through ``epoch`` (the watermark passed its end: every
-        shard's window of it has fired, so a shard that sent nothing had no data)."""
-        closed = tuple(epoch if c is None else max(c, epoch) for c in self.state.closed)
-        pending, next_epoch = self.state.pending, self.state.next_epoch
-        if next_epoch is None and pending:
-            next_epoch = min(pending)
-        self.state = self.state._replace(closed=closed, next_epoch=next_epoch)
-        return list(self._complete())
-
     def _complete(self) -> Iterator[MergedEpoch]:
         closed, pending, next_epoch, starts, refused = self.state
         if next_epoch is None or any(c is None for c in closed):

@@ -10,10 +10,9 @@ the release, and each part is a field here rather than a clause of a sentence:
   of the partitions of ``release_partitions`` (§7), or one shard's stream (count epochs);
 * ``group_size`` — g such changes at once; the mechanism is calibrated for ``steps`` = g·(1 or 2)
   add/remove steps by group privacy (LT Lemma 8.1);
-* ``epochs`` — how the job cut the stream into releases (punctuated time, data-driven watermark,
-  count);
-* ``conditions`` — what else the statement rests on (batches item by item, the shard rule, a
-  data-driven watermark, producer partitioning …), each marked as holding by construction, verified
+* ``epochs`` — how the job cut the stream into releases (punctuated time, count);
+* ``conditions`` — what else the statement rests on (batches item by item, the shard rule,
+  producer partitioning …), each marked as holding by construction, verified
   by the job, or ASSUMED (not checked);
 * ``references`` — the lemmas that give the sketch's neighbour structure.
 

@@ -68,6 +68,15 @@ def _args(*extra: str) -> argparse.Namespace:
     return _parser().parse_args(["--epsilon", "1", "--delta", "1e-6", "--k", "16", "--epoch", "1000", *extra])
 
 
+def test_the_removed_window_variant_options_are_refused() -> None:
+    """Issue 22: ``--operator window`` (epochs closed on Flink's data-driven watermark, released only
+    where events were: one event decided whether an epoch was released) is gone, and so is its
+    opt-in; the command line refuses both rather than silently running something else."""
+    for removed in (["--operator", "window"], ["--trust-event-time"]):
+        with pytest.raises(SystemExit):
+            _args("--epoch", "10s", *removed)
+
+
 @pytest.mark.parametrize(
     ("extra", "option"),
     [

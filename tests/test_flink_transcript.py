@@ -6,7 +6,8 @@ Under add/remove one event (the relation every time-epoch release states, Lebeda
 epoch), the two transcripts must release the same epochs with the same guarantee, and every epoch
 other than the removed event's must be released identically (same seeded noise, same sketch). The
 removed window variant (``--operator window``, epochs closed by Flink's data-driven watermark)
-failed this test on the commit before its removal: A released epochs [0, 1], B only [1].
+failed this test when it was run with ``operator="window"`` on the commit before the removal (by
+hand: the option no longer exists): A released epochs [0, 1], B only [1].
 """
 
 from __future__ import annotations

@@ -482,3 +482,6 @@ def test_a_privacy_map_states_no_guarantee_where_group_privacy_leaves_none() -> 
     assert isinstance(huge, NoGuarantee) and huge.delta_bound == math.inf
     pure = PrivacyMap(pure=True, theorem="t")(Budget(0.5, 1e-3), d)
     assert isinstance(pure, Budget) and pure.delta == 0.0 and pure.epsilon == d * 0.5
+    # d·ε past a float (pure too) or an astronomically large d: NoGuarantee, never an error
+    assert isinstance(PrivacyMap(pure=True, theorem="t")(Budget(1e308), 10), NoGuarantee)
+    assert isinstance(approx(Budget(1.0, 1e-9), 10**400), NoGuarantee)

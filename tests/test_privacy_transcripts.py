@@ -8,8 +8,8 @@ one event, and no (ε, δ) would hold. For each path — the heavy-hitters job (
 releases), the sliding-window job in event time, the continual-monitor job — the pair must give the
 same transcript: the same released epochs with the same public fields (guarantee, relation, window),
 and, under the same noise, identical releases wherever the removed event is not read. The removed
-``--operator window`` variant failed this (A released epochs [0, 1], B only [1]); the real-Flink
-transcript test is ``tests/test_flink_transcript.py``.
+``--operator window`` variant failed this (A released epochs [0, 1], B only [1]: shown through the
+real job by ``tests/test_flink_transcript.py`` run with that operator before its removal).
 """
 
 from __future__ import annotations

@@ -114,7 +114,9 @@ class PrivacyMap:
         check_int("d_in", d_in, type_error=ValueError)
         if d_in == 1:
             return self.charged(calibrated)
-        eps = d_in * calibrated.epsilon
+        eps = float(d_in) * calibrated.epsilon if d_in < 2**1000 else math.inf
+        if not math.isfinite(eps):  # d·ε overflows a float: no finite ε is left to state
+            return NoGuarantee(d_in, eps, math.inf)
         if self.pure or calibrated.delta == 0:
             return Budget(eps, 0.0)
         delta = (
