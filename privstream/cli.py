@@ -22,7 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "broker": ("privstream.connectors.broker_cli", "start the embedded Kafka-protocol broker on 127.0.0.1"),
     "produce": ("privstream.connectors.produce_cli", "produce synthetic or file events to a Kafka topic"),
-    "run": ("privstream.jobs.cli", "run a Flink job (heavy-hitters) locally"),
+    "run": (
+        "privstream.jobs.cli",
+        "run a Flink job locally: heavy-hitters, sliding-window, continual-monitor, ldp-heavy-hitters",
+    ),
     "quickstart": (
         "privstream.jobs.quickstart",
         "broker + synthetic stream + heavy-hitters job, all embedded",
