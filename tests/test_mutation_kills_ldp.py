@@ -27,6 +27,7 @@ from privstream.ldp.grr import GeneralizedRandomizedResponse, rational_exp_lower
 from privstream.ldp.hadamard import HadamardResponse
 from privstream.ldp.olh import PRIME, OptimisedLocalHashing
 from privstream.noise import SeededRandomSource
+from tests.test_continual_pcc import CountingSource
 
 B = 1 << 40
 
@@ -220,25 +221,9 @@ def test_olh_limits_and_public_parameters() -> None:
     assert OptimisedLocalHashing(math.log(PRIME - 2), 10).g == PRIME - 1
 
 
-class Counting:
-    """Wraps a seeded source and counts the draws (to see that the injected source is the one used)."""
-
-    def __init__(self, seed: int) -> None:
-        self.inner = SeededRandomSource(seed)
-        self.calls = 0
-
-    def randbits(self, n: int) -> int:
-        self.calls += 1
-        return self.inner.randbits(n)
-
-    def randbelow(self, n: int) -> int:
-        self.calls += 1
-        return self.inner.randbelow(n)
-
-
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_hg_clients_draw_from_the_injected_source(scheme: str) -> None:
-    source = Counting(5)
+    source = CountingSource(5)
     client = make_client(HgLdpParams(scheme, HG_EPS, HG_D, HG_K, alpha=HG_ALPHA), rng=source)
     state = PublicState(1, HG_HOT, False)
     client.update_state(state)
