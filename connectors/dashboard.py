@@ -10,13 +10,16 @@ Serves ``http://HOST:PORT/`` (default ``127.0.0.1:8050``) showing
 - its guarantee: ε, δ, mechanism, neighbour relation and privacy unit;
 - every ledger's budget spent over time (the running totals of the ``LedgerEntry`` records on the
   ledger topic) against its total;
-- ``ReleaseRefused`` records (an exhausted budget) and sliding-window ``WindowRelease`` records
-  (their estimates, without error bars: the record states no bound, only its theorem).
+- ``ReleaseRefused`` records (an exhausted budget), sliding-window ``WindowRelease`` records and
+  the LDP server's ``LdpRelease`` records (their estimates, without error bars: neither record
+  states a bound, only its theorem or scheme).
 
 Two background threads read the release and ledger topics from their beginning with
 ``read_committed`` (:func:`privstream.connectors.consume.committed_reader`) and keep the latest
 ``--keep`` releases and every ledger entry in memory (:class:`DashboardState`); the page polls
-``/api/state`` once a second and redraws only when something new arrived. Everything the page
+``/api/state`` once a second and redraws only when something new arrived. What a reader is doing
+(waiting for the broker or a topic, reading, stopped) is shown on the page and, when it changes,
+logged on the terminal. Ctrl-C stops the command with one line and exit status 130 (SIGTERM: 0). Everything the page
 loads is served from this process: the chart library is plotly.js as shipped inside the ``plotly``
 wheel (nothing is fetched from the internet). Needs the ``dashboard`` extra
 (``pip install 'privstream[dashboard]'``).
@@ -41,7 +44,12 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-RELEASE_SCHEMAS = ("Release", "WindowRelease", "ReleaseRefused")  #: read from the releases topic
+RELEASE_SCHEMAS = (
+    "Release",
+    "WindowRelease",
+    "LdpRelease",
+    "ReleaseRefused",
+)  #: read from the releases topic
 LEDGER_SCHEMAS = ("LedgerEntry",)  #: read from the ledger topic (fences and heartbeats are skipped)
 STATIC = "dashboard_static"  #: package-data folder of the page (index.html, dashboard.js, dashboard.css)
 MISSING_EXTRA = "the dashboard needs the 'dashboard' extra: pip install 'privstream[dashboard]'"
@@ -56,8 +64,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--topic",
         default=RELEASES,
-        help=f"releases topic: Release, WindowRelease, ReleaseRefused records (default {RELEASES}; the "
-        "sliding-window job writes window-releases)",
+        help=f"releases topic: Release, WindowRelease, LdpRelease, ReleaseRefused records (default "
+        f"{RELEASES}; the sliding-window job writes window-releases, ldp-heavy-hitters ldp-releases)",
     )
     parser.add_argument(
         "--ledger-topic", default=LEDGER, help=f"ledger topic: LedgerEntry records (default {LEDGER})"
@@ -106,7 +114,8 @@ def _error_bound(bound: Mapping[str, Any] | float | None) -> dict[str, Any] | No
 
 
 def release_view(schema: str, value: Mapping[str, Any]) -> dict[str, Any]:
-    """One decoded ``Release``, ``WindowRelease`` or ``ReleaseRefused`` record as the page shows it:
+    """One decoded ``Release``, ``WindowRelease``, ``LdpRelease`` or ``ReleaseRefused`` record as the
+    page shows it:
     ``kind``, ``time`` (ms), a ``label``, ``items`` (item text, count, and for a ``Release`` the
     interval in which the true count lies by the stated bound, S aside), ``guarantee`` and
     ``error_bound``. Raises ``ValueError`` for another schema."""
@@ -168,6 +177,30 @@ def release_view(schema: str, value: Mapping[str, Any]) -> dict[str, Any]:
                 "mechanism": f"DPSW-Sketch ({value['theorem']}; ρ={value['rho']:g} per shard, "
                 f"{value['composition']})",
                 "neighbour_relation": str(value["neighbour_relation"]),
+                "privacy_unit": str(value["privacy_unit"]),
+            },
+        }
+    if schema == "LdpRelease":
+        return {
+            "kind": "LdpRelease",
+            "time": int(value["release_time"]),
+            "label": f"{value['deployment']} epoch {value['epoch']} ({value['reports']} reports)",
+            "items": [
+                {
+                    "item": _item_text(e["item"]),
+                    "count": round(float(e["estimate"])),
+                    "low": None,
+                    "high": None,
+                }
+                for e in value["items"]
+            ],
+            "error_bound": None,
+            "guarantee": {
+                "epsilon": _finite(value["epsilon"]),
+                "delta": _finite(value.get("delta", 0.0)),
+                "mechanism": f"HG-LDP {value['scheme']} (local DP: every report randomised by its client; "
+                f"{value.get('warm_up_items', 0)} public warm-up items not covered)",
+                "neighbour_relation": str(value.get("neighbour_relation", "")),
                 "privacy_unit": str(value["privacy_unit"]),
             },
         }
@@ -241,11 +274,14 @@ class DashboardState:
             self.version += 1
 
     def set_status(self, reader: str, status: str) -> None:
-        """What reader ``reader`` is doing (shown on the page)."""
+        """What reader ``reader`` is doing (shown on the page, and logged when it changes)."""
         with self._lock:
-            if self._status.get(reader) != status:
+            changed = self._status.get(reader) != status
+            if changed:
                 self._status[reader] = status
                 self.version += 1
+        if changed:
+            logger.info("%s: %s", reader, status)
 
     def snapshot(self, since: int | None = None) -> dict[str, Any]:
         """The page's JSON: ``{"version", "releases" (oldest first), "ledger" (per ledger id, by
@@ -304,11 +340,10 @@ class TopicReader(threading.Thread):
             except BrokerUnreachable as exc:
                 self.state.set_status(self.reader_name, f"waiting for the broker: {exc}")
             except AvroDecodeError as exc:
-                logger.error("%s: stopped at an undecodable record: %s", self.topic, exc)
                 self.state.set_status(self.reader_name, f"stopped: undecodable record: {exc}")
                 return
             except Exception as exc:  # keep the server up; the page shows what went wrong
-                logger.exception("%s: reader failed", self.topic)
+                logger.debug("%s: reader failed", self.topic, exc_info=True)
                 self.state.set_status(self.reader_name, f"error: {type(exc).__name__}: {exc}; retrying")
             self.stop.wait(self.retry_s)
 
@@ -417,13 +452,17 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM handler: stop like Ctrl-C."""
-    raise KeyboardInterrupt
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM: stop like Ctrl-C, but with exit status 0 (a service manager's normal stop)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the dashboard until Ctrl-C/SIGTERM: one line with the URL on start, one on stop."""
+    """Serve the dashboard until Ctrl-C (exit 130) or SIGTERM (exit 0): one line with the URL on
+    start, the readers' status changes, one line on stop."""
     try:
         import uvicorn
 
@@ -433,6 +472,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"privstream dashboard: error: {detail}", file=sys.stderr)
         return 2
     from privstream.connectors.clients import parse_bootstrap
+
+    from privstream.console import console_logging
 
     try:
         parse_bootstrap(args.bootstrap)
@@ -451,7 +492,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # uvicorn handles SIGINT/SIGTERM itself, then re-raises the signal to the handler it found:
     # SIGTERM's is made to interrupt like Ctrl-C, so both end in the one line below
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    status = 0
+    console_logging("privstream dashboard")
     try:
         readers = start_readers(state, args.bootstrap, args.topic, args.ledger_topic, stop)
         server = uvicorn.Server(
@@ -463,8 +506,10 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         server.run(sockets=[sock])
+    except _Terminated:
+        status = 0
     except KeyboardInterrupt:
-        pass
+        status = 130  # Ctrl-C: the shell's 128 + SIGINT, as every command (privstream.cli)
     finally:
         signal.signal(signal.SIGTERM, previous)
         stop.set()
@@ -472,4 +517,4 @@ def run(args: argparse.Namespace) -> int:
             reader.join(timeout=2)  # daemon threads: one blocked in a broker probe is left behind
         sock.close()
     print(f"privstream dashboard: stopped after {time.monotonic() - started:.0f} s", flush=True)
-    return 0
+    return status

@@ -228,7 +228,9 @@ def run(args: argparse.Namespace) -> int:
     from privstream.jobs import run_report
     from privstream.jobs.preflight import warn_before_start
 
-    run_report.console_logging()
+    from privstream.console import console_logging
+
+    console_logging()
     if args.restore_from and not args.session:
         print(
             "error: --session: resuming a run from a savepoint needs that run's --session (logged when it "

@@ -253,7 +253,9 @@ def run(args: argparse.Namespace, *, hooks: TestHooks | None = None) -> int:
     from privstream.jobs import run_report
     from privstream.jobs.preflight import warn_before_start
 
-    run_report.console_logging()
+    from privstream.console import console_logging
+
+    console_logging()
     try:
         config = config_from_args(args)
         warn_before_start(config)  # noise-dominated parameters: a warning, from public parameters only

@@ -208,7 +208,9 @@ def heavy_hitters(config: Any) -> list[str]:
     bar, mechanism = _hh_bar(config)
     if isinstance(config.epoch, timedelta):
         logger.info(
-            "pre-flight: an item needs about %s events in a time epoch to be released (%s)",
+            "pre-flight: time epochs hold no declared number of events (not public), so whether releases "
+            "will be empty is not judged; an item needs about %s events in its shard's epoch to be "
+            "released (%s)",
             _g(bar),
             mechanism,
         )

@@ -10,8 +10,10 @@ which the job stamps into every release and dead letter, and describes the run a
 - progress every ``interval_s`` while anything changed: what the job itself committed, read back
   from its own output topics with ``read_committed`` (releases and refusals of this run, dead
   letters of this run, the ledger's spent budget) plus the messages the source has read according
-  to Flink's REST API when the UI is up;
-- the summary once the job ends (a bounded run): the same counts, the budget left, where to look.
+  to Flink's REST API when the UI is up; and one line the first time each kind of dead letter
+  appears (e.g. a continual-monitor rerun's leftover updates of an earlier run, or misrouted events);
+- the summary once the job ends (a bounded run): the same counts, the budget left, where to look;
+  on Ctrl-C instead one line: how far the committed releases go (:func:`interrupted_line`).
 
 :func:`exit_status` turns the counts into the command's exit status: :data:`EXIT_NOTHING_RELEASED`
 with one line saying why and what to do when the run released nothing because the budget refused
@@ -24,7 +26,6 @@ import argparse
 import json
 import logging
 import socket
-import sys
 import threading
 import time
 import urllib.request
@@ -55,31 +56,6 @@ def progress_interval_s(args: argparse.Namespace) -> float:
     from privstream.connectors.validation import parse_duration_ms
 
     return parse_duration_ms(getattr(args, "progress_interval", "10s"), "--progress-interval") / 1000
-
-
-class _Console(logging.StreamHandler):  # type: ignore[type-arg]
-    """A handler writing to whatever ``sys.stderr`` is at the time (never a stale stream)."""
-
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: Any) -> None:
-        pass
-
-
-def console_logging() -> None:
-    """Show the ``privstream`` loggers' INFO records on stderr (the command line's console
-    handler), once per process; other libraries' loggers are left alone."""
-    root = logging.getLogger("privstream")
-    if any(isinstance(h, _Console) for h in root.handlers):
-        return
-    handler = _Console()
-    handler.setFormatter(logging.Formatter("privstream: %(message)s"))
-    root.addHandler(handler)
-    if root.level == logging.NOTSET or root.level > logging.INFO:
-        root.setLevel(logging.INFO)
 
 
 def free_port() -> int:
@@ -185,6 +161,7 @@ class RunCounts:
     messages_read: int | None = None  #: messages the source emitted (Flink's REST API), if known
     ledger: dict[str, Any] | None = None  #: the latest LedgerEntry of the run's ledger id
     last_refusal: dict[str, Any] | None = None
+    last_release: str | None = None  #: where the latest release of this run stands, e.g. ``epoch 4``
     dead_letter_reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, schema: str, value: Mapping[str, Any], run_id: str, ledger_id: str | None) -> None:
@@ -201,6 +178,7 @@ class RunCounts:
             self.other_runs += 1
         elif schema in RELEASE_SCHEMAS:
             self.releases += 1
+            self.last_release = _position(schema, value)
         elif schema == "ReleaseRefused":
             self.refused += 1
             self.last_refusal = dict(value)
@@ -236,6 +214,17 @@ class RunCounts:
     def snapshot(self) -> tuple[Any, ...]:
         """What the progress line shows (to log only changes)."""
         return (self.messages_read, self.releases, self.refused, self.dead_letters, self.budget_text())
+
+
+def _position(schema: str, value: Mapping[str, Any]) -> str:
+    """Where a release stands in its stream: ``epoch N`` (Release, LdpRelease), the window's end of
+    its shard (WindowRelease), or a Release's window of time."""
+    if schema == "WindowRelease":
+        end = value.get("window_end")
+        return f"the window ending at {value['position'] if end is None else end} of shard {value['shard']}"
+    if value.get("epoch") is not None:
+        return f"epoch {value['epoch']}"
+    return f"the window ending at {value.get('window_end')}"
 
 
 def _reason(error: str) -> str:
@@ -274,6 +263,18 @@ def exit_status(plan: RunPlan, counts: RunCounts) -> tuple[int, str | None]:
     return 0, None
 
 
+def interrupted_line(plan: RunPlan, counts: RunCounts) -> str:
+    """The one line Ctrl-C prints: how far the run's committed releases go, and how to read them."""
+    where = f"{plan.releases_topic!r} (privstream tail {plan.releases_topic} --run {plan.run_id})"
+    if not counts.releases:
+        return f"privstream run: stopped; no release of run {plan.run_id} committed yet on {where}"
+    refused = f", {counts.refused} refused" if counts.refused else ""
+    return (
+        f"privstream run: stopped; releases committed up to {counts.last_release} "
+        f"({counts.releases} releases{refused} of run {plan.run_id}) on {where}"
+    )
+
+
 def summary_lines(plan: RunPlan, counts: RunCounts) -> list[str]:
     """The end summary."""
     lines = [
@@ -307,6 +308,7 @@ class RunMonitor:
         self._readers: list[Any] = []
         self._logged: tuple[Any, ...] | None = None
         self._warned = False
+        self._reasons_told: set[str] = set()
 
     def start(self, *, background: bool = True) -> RunMonitor:
         """Log the banner and start reading (the output topics must exist: the job's preparation
@@ -357,6 +359,15 @@ class RunMonitor:
             with self._lock:
                 for record in records:
                     self.counts.add(record.schema, record.value, self.plan.run_id, self.plan.ledger_id)
+                new_reasons = [r for r in self.counts.dead_letter_reasons if r not in self._reasons_told]
+                self._reasons_told.update(new_reasons)
+            for reason in new_reasons:  # one line per kind of bad input (e.g. an earlier run's leftovers)
+                logger.warning(
+                    "dead-lettering: %s (privstream tail %s --run %s)",
+                    reason,
+                    self.plan.dlq_topic,
+                    self.plan.run_id,
+                )
             read += len(records)
         return read
 
@@ -417,6 +428,18 @@ class RunMonitor:
             logger.info("%s", line)
         return self.counts
 
+    def interrupted(self) -> str:
+        """After Ctrl-C: stop the thread, read what is committed now, close; the one line to print."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            self.poll()
+        except Exception as exc:  # the broker may be gone too: say what was read before
+            logger.debug("progress: last read after Ctrl-C failed (%s)", exc)
+        self.close()
+        return interrupted_line(self.plan, self.counts)
+
     def close(self) -> None:
         """Stop the thread, then the readers (idempotent)."""
         self._stop.set()
@@ -437,13 +460,19 @@ def report_end(monitor: RunMonitor) -> int:
     return status
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a reported run; ``str()`` is the one line to print (:func:`interrupted_line`)."""
+
+
 def execute_reported(env: Any, plan: RunPlan, *, interval_s: float = 10.0) -> int:
     """Run ``env``'s job (``plan.flink_job_name``) with the banner, progress and, once it ends, the
-    summary; returns the exit status (:func:`report_end`). Ctrl-C or a failure stops the monitor and
-    propagates."""
+    summary; returns the exit status (:func:`report_end`). Ctrl-C raises :class:`RunInterrupted`
+    saying how far the committed releases go; a failure stops the monitor and propagates."""
     monitor = RunMonitor(plan, interval_s=interval_s).start()
     try:
         env.execute(plan.flink_job_name)
+    except KeyboardInterrupt:
+        raise RunInterrupted(monitor.interrupted()) from None
     except BaseException:
         monitor.close()
         raise

@@ -344,8 +344,9 @@ def run(args: argparse.Namespace) -> int:
     from privstream.jobs.preflight import warn_before_start
 
     from privstream.accounting import BudgetExceeded
+    from privstream.console import console_logging
 
-    run_report.console_logging()
+    console_logging()
     try:
         config = config_from_args(args, nodes_of(args.bootstrap, args.topic))
         warn_before_start(config)  # noise-dominated parameters: a warning, before the ledger charge

@@ -1,6 +1,6 @@
-"""The ``privstream`` command line.
+"""privstream: differentially private heavy hitters and frequencies over streams (core, Flink jobs, Kafka).
 
-Each subcommand lives in its own module, which defines ``configure(parser)`` and ``run(args) -> int``
+The command line. Each subcommand lives in its own module, which defines ``configure(parser)`` and ``run(args) -> int``
 and imports heavy dependencies (Flink, Kafka) only inside ``run``, so ``privstream --help`` stays fast
 and the core never needs Flink or Kafka.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from privstream import extras
@@ -79,8 +80,12 @@ def _configure_command(sp: argparse.ArgumentParser, name: str, module_name: str)
     sp.set_defaults(_run=None, _missing_extra=message)
 
 
-def interrupted_message(args: argparse.Namespace) -> str:
-    """The one line Ctrl-C prints; for ``run``, where the job's committed releases are."""
+def interrupted_message(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:
+    """The one line Ctrl-C prints: the command's own (a running job's says how far its committed
+    releases go: ``privstream.jobs.run_report.RunInterrupted``), else for ``run`` (stopped before
+    its job started) where the job's releases go."""
+    if str(exc):
+        return str(exc)
     topic = getattr(args, "releases_topic", None)
     if args.command == "run" and topic:
         return (
@@ -100,9 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args._run(args) or 0)
-    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT, no traceback
-        print(interrupted_message(args), file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, the shell's 128 + SIGINT, no traceback
+        print(interrupted_message(args, exc), file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`privstream tail … | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not fail again
+        return 141  # the shell's 128 + SIGPIPE
     except ModuleNotFoundError as exc:
         extra = extras.extra_for_error(exc)
         if extra is None:

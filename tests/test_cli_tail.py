@@ -17,6 +17,7 @@ import pytest
 from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.clients import kafka_producer
 from privstream.connectors.ledger_topic import entry_record
+from privstream.connectors.run_ids import stamp
 from privstream.operators.epochs import TimeEpochs
 from privstream.operators.release_logic import EpochReleaser
 
@@ -173,6 +174,37 @@ def test_tail_follow_prints_a_record_produced_after_it_started_and_stops_on_ctrl
         assert process.wait(timeout=30) == 130
         stderr = process.stderr.read()  # type: ignore[union-attr]
     assert stderr.strip().splitlines() == ["privstream tail: stopped"]
+
+
+def test_tail_into_a_reader_that_stops_early_ends_quietly(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """``privstream tail … | head``: once the reader has gone, tail stops without a traceback
+    (exit 141, the shell's 128 + SIGPIPE). 400 releases print far more than a pipe holds."""
+    topic = unique_topic("piped")
+    releases, _ = _epochs(2)
+    _send(kafka_broker.bootstrap, topic, [stamp(releases[i % 2], f"run-{i:04d}") for i in range(400)])
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "privstream.cli",
+            "tail",
+            topic,
+            "--bootstrap",
+            kafka_broker.bootstrap,
+            "--idle",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(f"{topic}[0]@")  # `head -1`
+    process.stdout.close()
+    assert process.wait(timeout=60) == 141
+    assert "Traceback" not in process.stderr.read()
 
 
 def test_releases_reads_the_jobs_default_topic(kafka_broker: EmbeddedBroker) -> None:

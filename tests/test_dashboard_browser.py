@@ -1,15 +1,16 @@
 """``privstream dashboard`` in a real headless browser (Debian's chromium, driven by Selenium through
-Debian's chromedriver) against real records on the embedded broker.
+Debian's chromedriver) against a real job's output on the embedded broker.
 
-The records are the heavy-hitters job's own: its release step without Flink
-(:class:`~privstream.operators.release_logic.EpochReleaser`: charge a real
-:class:`~privstream.accounting.PrivacyLedger`, run :func:`privstream.mechanisms.release` on the
-shards' merged Misra-Gries sketch, encode the Avro ``Release`` and ``LedgerEntry``), written in
-Kafka transactions as the job writes them. The dashboard runs as the ``privstream dashboard``
-command in a subprocess; the test checks that the page shows the released items with their counts
-and the guarantee, that it updates when a new release is committed after the page loaded, and that
-Ctrl-C stops the command with one line. The screenshot docs show (docs/images/dashboard.png) is
-rewritten only with ``PRIVSTREAM_UPDATE_SCREENSHOT=1``; otherwise it goes to the test's tmp_path.
+The main test runs ``privstream run heavy-hitters`` (a Flink MiniCluster in a child process) and the
+dashboard as ``privstream dashboard`` in another: the page shows the job's committed releases with
+their counts, error bars and guarantee and its ledger, updates when the job releases a new epoch
+after the page loaded, and shows a refusal (the release step's own ``ReleaseRefused`` record); the
+job's progress lines count the releases; Ctrl-C stops the job with one line saying how far its
+committed releases go, and the dashboard with one line. The screenshot docs show
+(docs/images/dashboard.png) is rewritten only with ``PRIVSTREAM_UPDATE_SCREENSHOT=1``; otherwise it
+goes to the test's tmp_path. The other tests check how the page shows the other jobs' records
+(``WindowRelease``, ``LdpRelease``, each made by its job's own logic) and what the command says
+when the broker is unreachable.
 
 Without ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` (``apt-get install chromium
 chromium-driver``, which .ci/run does) the browser test is skipped with that reason.
@@ -21,6 +22,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from privstream.operators.metrics import DESCRIPTIONS
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -95,7 +99,7 @@ def _commit(bootstrap: str, messages: list[tuple[str, bytes | None, bytes]]) -> 
 @pytest.fixture
 def dashboard(kafka_broker: Any, unique_topic: Callable[..., str]) -> Iterator[dict[str, Any]]:
     """A ``privstream dashboard`` subprocess on a free port over fresh releases and ledger topics;
-    yields its URL and topics; on exit, Ctrl-C must stop it with exit 0 and no traceback."""
+    yields its URL and topics; on exit, Ctrl-C must stop it with exit 130, one line and no traceback."""
     releases, ledger = unique_topic("releases"), unique_topic("ledger", compacted=True)
     command = [
         sys.executable, "-m", "privstream.cli", "dashboard", "--bootstrap", kafka_broker.bootstrap,
@@ -116,10 +120,14 @@ def dashboard(kafka_broker: Any, unique_topic: Callable[..., str]) -> Iterator[d
         yield {"url": url, "releases": releases, "ledger": ledger, "bootstrap": kafka_broker.bootstrap}
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, (process.returncode, out, err)
+        assert process.returncode == 130, (process.returncode, out, err)  # Ctrl-C: 128 + SIGINT
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         assert out.startswith("privstream dashboard: stopped") and out.count("\n") == 1, out  # one line
-        assert not err.strip(), err
+        # stderr: only the readers' status changes, one line each
+        assert set(err.splitlines()) <= {
+            "privstream dashboard: releases: reading (read_committed)",
+            "privstream dashboard: ledger: reading (read_committed)",
+        }, err
     finally:
         if process.poll() is None:
             process.kill()
@@ -183,65 +191,252 @@ def _chart_labels(driver: Any) -> list[str]:
 pytestmark = pytest.mark.kafka
 
 
-def test_the_dashboard_shows_releases_and_the_ledger_and_updates_live(
-    browser: Any, dashboard: dict[str, Any], tmp_path: Path
+def _produce(bootstrap: str, topic: str, seed: int) -> None:
+    """2,000 Zipf events in batches of 500 through ``privstream produce`` (one count epoch of the job)."""
+    from tests.flink_fixtures import clean_env
+
+    done = subprocess.run(
+        [sys.executable, "-m", "privstream.cli", "produce", "--bootstrap", bootstrap, "--topic", topic,
+         "--generator", "zipf", "--param", "s=1.5", "--count", "2000", "--batch", "500", "--seed", str(seed),
+         "--no-end-marker", "--quiet"],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+class _Lines:
+    """A child's stderr, drained by a thread (a full pipe would block the child) into a list."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, stream: Any) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for(self, what: str, condition: Callable[[str], bool], timeout_s: float = 240) -> str:
+        """The first line meeting ``condition`` (waits on new lines, not on time)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                found = next((line for line in self.lines if condition(line)), None)
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                assert left > 0, f"no line with {what}: {self.lines[-30:]}"
+                self._changed.wait(timeout=left)
+
+    def join(self) -> list[str]:
+        self._thread.join(timeout=30)
+        return self.lines
+
+
+PROMETHEUS_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+
+
+def _prometheus_jar() -> Path:
+    """Flink's Prometheus reporter jar as the apache-flink wheel ships it (README: Prometheus)."""
+    import pyflink
+
+    (jar,) = (Path(pyflink.__file__).parent / "plugins" / "metrics-prometheus").glob(
+        "flink-metrics-prometheus-*.jar"
+    )
+    return jar
+
+
+def _privstream_metrics(port: int) -> dict[str, float]:
+    """The ``privstream`` metrics on a Prometheus reporter's page, summed over subtasks."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+        text = page.read().decode()
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if "_privstream_" in name and not line.startswith("#"):
+            metric = name.rsplit("_privstream_", 1)[1]
+            totals[metric] = totals.get(metric, 0.0) + float(rest.rsplit(" ", 1)[1])
+    return totals
+
+
+def _rest_metrics(web_ui: str) -> dict[str, float]:
+    """Every ``privstream`` metric of the MiniCluster's one job through Flink's REST API (what its web
+    UI shows), summed over vertices and subtasks (ids are ``<subtask>.<operator>.privstream.<name>``)."""
+    import json
+    import urllib.request
+    from urllib.parse import quote
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"{web_ui}{path}", timeout=10) as resp:
+            return json.load(resp)
+
+    (job,) = get("/jobs/overview")["jobs"]
+    totals: dict[str, float] = {}
+    for vertex in get(f"/jobs/{job['jid']}")["vertices"]:
+        base = f"/jobs/{job['jid']}/vertices/{vertex['id']}/metrics"
+        ids = [m["id"] for m in get(base) if ".privstream." in m["id"]]
+        if ids:  # "+" (in "release + ledger") must be escaped; escaped brackets are not found (measured)
+            for metric in get(f"{base}?get={','.join(quote(i, safe='()') for i in ids)}"):
+                name = metric["id"].rsplit(".privstream.", 1)[1]
+                totals[name] = totals.get(name, 0.0) + float(metric["value"])
+    return totals
+
+
+def _wait_for_metrics(
+    where: str, read: Callable[[], dict[str, float]], expected: dict[str, float], timeout_s: float = 120
+) -> dict[str, float]:
+    """Read until the metrics show ``expected`` (PyFlink ships a Python operator's metrics to the JVM
+    when a bundle ends); returns all of them."""
+    deadline, seen = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        try:
+            seen = read()
+        except OSError:
+            seen = {}  # the reporter starts with the MiniCluster
+        if {name: seen.get(name, 0.0) for name in expected} == expected:
+            return seen
+        time.sleep(0.5)  # a poll interval, not a wait for the job
+    raise AssertionError(f"{where} never showed {expected}: {seen}")
+
+
+def _committed(bootstrap: str, topic: str, count: int) -> list[Any]:
+    """The first ``count`` records on ``topic`` (read_committed; waits for them)."""
+    from privstream.connectors.consume import read_topic
+
+    return read_topic(bootstrap, topic, expect=count, idle_s=0.1, timeout_s=240)
+
+
+@pytest.mark.flink
+def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
+    browser: Any, dashboard: dict[str, Any], unique_topic: Callable[..., str], tmp_path: Path
 ) -> None:
+    """``privstream run heavy-hitters`` (a real Flink MiniCluster in a child process, unbounded,
+    count epochs of 2,000 events) as a user watches it:
+
+    - the dashboard shows the job's first committed release (items and counts as on the topic, one
+      bar with its stated error bar each, the guarantee, the error bound) and its ledger charge;
+    - events produced after the page loaded make the job release epoch 1: the page updates without a
+      reload; a refusal committed to the same topic is shown above the chart;
+    - while it runs, the job logs its banner, progress lines counting the releases and the dead
+      letter (one malformed message), and that message's reason once;
+    - the operators' ``privstream`` metrics count the stream in Flink's REST API (the web UI the
+      banner names) and through Flink's Prometheus reporter configured as README says;
+    - Ctrl-C stops it with exit 130 and one line: how far its committed releases go, with the
+      command that reads them."""
     from privstream.connectors.avro_codec import decode
-    from privstream.operators.epochs import TimeEpochs
-    from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
-    from privstream.operators.sketch_spec import SketchSpec
+    from privstream.connectors.clients import free_port
     from selenium.webdriver.common.by import By
 
-    config = ReleaseConfig(epsilon=1.0, delta=1e-6, total_epsilon=3.0, total_delta=3e-6, ledger_id=LEDGER_ID)
-    releaser = EpochReleaser(config, SketchSpec("mg", 16, release_mode="merged"), TimeEpochs(10_000))
-    bootstrap, topic, ledger = dashboard["bootstrap"], dashboard["releases"], dashboard["ledger"]
-    key = LEDGER_ID.encode()
+    from tests.flink_fixtures import clean_env
 
-    first, first_entry = _epoch_records(releaser, 0)
-    _commit(bootstrap, [(topic, None, first), (ledger, key, first_entry)])
-    record = decode(first)[1]
-    released = {entry["item"]: str(entry["count"]) for entry in record["items"]}
-    assert {"apple", "cherry"} <= set(released)
+    bootstrap, releases, ledger = dashboard["bootstrap"], dashboard["releases"], dashboard["ledger"]
+    events, prometheus_port = unique_topic("events"), free_port()
+    _commit(bootstrap, [(events, None, b"not an Avro event")])  # dead-lettered with its reason
+    _produce(bootstrap, events, seed=1)
+    command = [
+        sys.executable, "-m", "privstream.cli", "run", "heavy-hitters", "--bootstrap", bootstrap,
+        "--topic", events, "--epsilon", "1", "--delta", "1e-6", "--k", "16", "--epoch", "2000",
+        "--releases-topic", releases, "--ledger-topic", ledger, "--dlq-topic", f"{events}-dlq",
+        "--ledger-id", LEDGER_ID, "--checkpoint-interval", "500ms", "--progress-interval", "1s",
+        # the Prometheus reporter as README configures it for a local run (the jar on HADOOP_CLASSPATH)
+        "--flink-conf", f"metrics.reporter.prom.factory.class={PROMETHEUS_FACTORY}",
+        "--flink-conf", f"metrics.reporter.prom.port={prometheus_port}",
+    ]  # fmt: skip
+    job = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=clean_env(
+            PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", HADOOP_CLASSPATH=str(_prometheus_jar())
+        ),
+    )  # fmt: skip
+    try:
+        err = _Lines(job.stderr)
+        started = err.wait_for(
+            "the banner", lambda line: line.startswith("privstream: starting heavy-hitters (run ")
+        )
+        run_id = started.split("(run ")[1].rstrip(")")
+        web_ui = err.wait_for("the web UI", lambda line: "Flink web UI: http://" in line).split(
+            "Flink web UI: "
+        )[1]
+        (first,) = _committed(bootstrap, releases, 1)
+        assert first.schema == "Release" and first.value["run_id"] == run_id and first.value["epoch"] == 0
+        released = {str(entry["item"]): str(entry["count"]) for entry in first.value["items"]}
+        assert released, first.value
 
-    browser.get(dashboard["url"])
-    _wait_for(browser, f"the released items {released}", lambda: _item_rows(browser) == released)
-    assert set(_chart_labels(browser)) == set(released)  # one bar per released item
-    whiskers = browser.find_elements(By.CSS_SELECTOR, "#releases-chart .errorbar path.yerror")
-    assert len(whiskers) == len(released)  # each with its stated error bar
-    guarantee = _text(browser, "#guarantee")
-    flat = "".join(guarantee.split())
-    for shown in ("ε1", "δ1e-6", f"mechanism{record['mechanism']}", f"privacyunit{record['privacy_unit']}"):
-        assert shown in flat, (shown, guarantee)
-    assert record["neighbour_relation"][:60] in guarantee
-    bound = record["error_bound"]
-    note = _text(browser, "#bound-note")
-    assert f"count − {bound['above']:g}" in note and f"count + {bound['below']:g}" in note, note
-    _wait_for(browser, "the ledger's first charge", lambda: "1 / 3" in _text(browser, "#ledger-table"))
-    ledger_table = _text(browser, "#ledger-table")
-    assert LEDGER_ID in ledger_table and "parallel_epochs" in ledger_table, ledger_table
+        browser.get(dashboard["url"])
+        _wait_for(browser, f"the released items {released}", lambda: _item_rows(browser) == released)
+        assert set(_chart_labels(browser)) == set(released)  # one bar per released item
+        whiskers = browser.find_elements(By.CSS_SELECTOR, "#releases-chart .errorbar path.yerror")
+        assert len(whiskers) == len(released)  # each with its stated error bar
+        guarantee = _text(browser, "#guarantee")
+        flat = "".join(guarantee.split())
+        for shown in (
+            "ε1",
+            "δ1e-6",
+            f"mechanism{first.value['mechanism']}",
+            f"privacyunit{first.value['privacy_unit']}",
+        ):
+            assert shown in flat, (shown, guarantee)
+        assert first.value["neighbour_relation"][:60] in guarantee
+        bound = first.value["error_bound"]
+        note = _text(browser, "#bound-note")
+        assert f"count − {bound['above']:g}" in note and f"count + {bound['below']:g}" in note, note
+        _wait_for(browser, "the ledger's charge", lambda: f"{LEDGER_ID} 1" in _text(browser, "#ledger-table"))
 
-    # a new release committed after the page loaded: the page picks it up without a reload
-    second, second_entry = _epoch_records(releaser, 1)
-    _commit(bootstrap, [(topic, None, second), (ledger, key, second_entry)])
-    record = decode(second)[1]
-    released = {entry["item"]: str(entry["count"]) for entry in record["items"]}
-    assert "durian-new" in released and "elderberry-new" in released
-    _wait_for(browser, f"the new release {released}", lambda: _item_rows(browser) == released)
-    _wait_for(browser, "the new items in the chart", lambda: set(_chart_labels(browser)) == set(released))
-    assert "epoch 1" in _text(browser, "#release-label")
-    recent = _text(browser, "#recent-table")
-    assert "epoch 0" in recent and "epoch 1" in recent
-    _wait_for(browser, "the ledger's second charge", lambda: "heavy-hitters/dashboard-test 2" in _text(browser, "#ledger-table"))  # fmt: skip
+        # epoch 1's events, produced after the page loaded: the page shows the job's new release
+        _produce(bootstrap, events, seed=2)
+        second = _committed(bootstrap, releases, 2)[1]
+        assert second.schema == "Release" and second.value["epoch"] == 1 and second.value["run_id"] == run_id
+        released = {str(entry["item"]): str(entry["count"]) for entry in second.value["items"]}
+        _wait_for(browser, "the label of epoch 1", lambda: "epoch 1" in _text(browser, "#release-label"))
+        assert _item_rows(browser) == released
+        recent = _text(browser, "#recent-table")
+        assert "epoch 0" in recent and "epoch 1" in recent
+        shot = (
+            SCREENSHOT
+            if os.environ.get("PRIVSTREAM_UPDATE_SCREENSHOT") == "1"
+            else tmp_path / "dashboard.png"
+        )
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
-    shot = SCREENSHOT if os.environ.get("PRIVSTREAM_UPDATE_SCREENSHOT") == "1" else tmp_path / "dashboard.png"
-    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        # progress while it runs: both releases counted, from the job's own committed output
+        err.wait_for(
+            "progress with 2 releases",
+            lambda line: line.startswith("privstream: progress: ") and "2 releases written" in line,
+        )
 
-    # a refusal (another ledger, spent by one charge) is shown above the last release
-    refused = _refusal()
-    _commit(bootstrap, [(topic, None, refused)])
-    _wait_for(browser, "the refusal", lambda: "budget exhausted" in _text(browser, "#refused"))
-    assert decode(refused)[1]["detail"][:40] in _text(browser, "#refused")
-    assert "epoch 1" in _text(browser, "#release-label")  # the chart keeps the last release
+        # a refusal (the release step's own record for another, spent ledger) is shown above the chart
+        refused = _refusal()
+        _commit(bootstrap, [(releases, None, refused)])
+        _wait_for(browser, "the refusal", lambda: "budget exhausted" in _text(browser, "#refused"))
+        assert decode(refused)[1]["detail"][:40] in _text(browser, "#refused")
+        assert "epoch 1" in _text(browser, "#release-label")  # the chart keeps the last release
+
+        # the operators' metrics, in the web UI's REST API and in Prometheus: every event of both
+        # epochs counted, the malformed message dead-lettered, two epochs closed and released, no
+        # refusal (a counter never incremented is not reported: 0), ε = 1 spent (parallel epochs)
+        expected = {"eventsCounted": 4000, "deadLettered": 1, "epochsClosed": 2, "releases": 2, "refusals": 0,
+                    "epsilonSpentMicros": 1_000_000}  # fmt: skip
+        shown = _wait_for_metrics("the REST API", lambda: _rest_metrics(web_ui), expected)
+        assert shown["stateBytes"] > 0 and set(shown) <= set(DESCRIPTIONS)  # fixed names: no data in a name
+        _wait_for_metrics("Prometheus", lambda: _privstream_metrics(prometheus_port), expected)
+
+        job.send_signal(signal.SIGINT)  # Ctrl-C
+        assert job.wait(timeout=120) == 130
+        lines = err.join()
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines), lines[-30:]
+    assert lines[-1] == (
+        f"privstream run: stopped; releases committed up to epoch 1 (2 releases of run {run_id}) on "
+        f"{releases!r} (privstream tail {releases} --run {run_id})"
+    ), lines[-30:]
 
 
 def _refusal() -> bytes:
@@ -288,3 +483,62 @@ def test_window_releases_are_shown_with_their_guarantee() -> None:
     latest = snapshot["releases"][-1]
     assert latest["kind"] == "WindowRelease" and [i["item"] for i in latest["items"]] == ["0", "1", "2"]
     assert latest["guarantee"]["epsilon"] == 1.0 and "DPSW-Sketch" in latest["guarantee"]["mechanism"]
+
+
+def test_ldp_releases_are_shown_with_their_guarantee() -> None:
+    """An LDP server's ``LdpRelease`` (made by the ldp-heavy-hitters job's own server logic from
+    client-randomised reports) as the page shows it: its estimates, rounded, and the local-DP
+    guarantee with the scheme and what the warm-up leaves uncovered."""
+    from privstream.connectors.avro_codec import decode
+    from privstream.connectors.dashboard import DashboardState
+    from privstream.operators.ldp_logic import LdpServerLogic
+
+    from tests.test_ldp_job_logic import _settings, _stream
+
+    outputs: list[tuple[str, bytes]] = []
+    _stream(LdpServerLogic(_settings(deployment="dash")), seed=1, n=100, outputs=outputs)
+    released = [data for kind, data in outputs if kind == "release"]
+    assert len(released) == 2  # one per 50 reports
+    state = DashboardState()
+    for message in released:
+        state.add_release(*decode(message))
+    latest = state.snapshot()["releases"][-1]
+    record = decode(released[-1])[1]
+    assert latest["kind"] == "LdpRelease"
+    assert latest["label"] == "dash epoch 2 (100 reports)"  # epochs are numbered from 1
+    assert [(i["item"], i["count"]) for i in latest["items"]] == [
+        (str(e["item"]), round(e["estimate"])) for e in record["items"]
+    ]
+    guarantee = latest["guarantee"]
+    assert guarantee["epsilon"] == record["epsilon"] and guarantee["delta"] == 0.0
+    assert (
+        guarantee["mechanism"].startswith("HG-LDP hg-cnr (local DP")
+        and "200 public warm-up items" in guarantee["mechanism"]
+    )
+    assert guarantee["neighbour_relation"] == record["neighbour_relation"] != ""
+
+
+def test_an_unreachable_broker_is_said_on_the_terminal() -> None:
+    """No broker at the address: the command serves the page and says on stderr, once, that it waits
+    for the broker; SIGTERM (a service manager's stop) ends it with exit 0."""
+    from privstream.connectors.clients import free_port
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "privstream.cli", "dashboard", "--bootstrap", f"127.0.0.1:{free_port()}", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        assert process.stdout.readline().startswith("privstream dashboard: http://127.0.0.1:")
+        line = process.stderr.readline()  # waits on the line, not on time
+        assert line.startswith("privstream dashboard: releases: waiting for the broker") or line.startswith(
+            "privstream dashboard: ledger: waiting for the broker"
+        ), line
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, (out, err)
+        assert "Traceback" not in err and out.startswith("privstream dashboard: stopped"), (out, err)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -20,17 +20,66 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def run_block(code: str, tmp_path: Path, **env: str) -> str:
-    """Run one block as a script (the venv's bin on PATH, as for a user who activated it)."""
-    script = tmp_path / "example.py"
-    script.write_text(code)
+#: the one child process's driver: each script as ``__main__`` in turn (one JVM and gateway for all,
+#: each ``env.execute`` a job of its own), its output after a marker line
+DRIVER = """
+import runpy, sys
+for path in sys.argv[1:]:
+    print(f"=== {path}", flush=True)
+    runpy.run_path(path, run_name="__main__")
+    sys.stdout.flush()
+"""
+
+
+def run_scripts(scripts: dict[str, str], tmp_path: Path, **env: str) -> dict[str, str]:
+    """Run each script (name -> code) as a user's own script, all in one child Python (the venv's
+    bin on PATH, as for a user who activated it); returns each script's stdout. The Flink print
+    sink writes from the gateway's JVM to the same stdout, line by line, before ``execute``
+    returns, so a script's lines come after its marker and before the next one."""
+    paths = {}
+    for name, code in scripts.items():
+        paths[name] = tmp_path / f"{name}.py"
+        paths[name].write_text(code)
+    (tmp_path / "driver.py").write_text(DRIVER)
     start = clean_env()  # os.environ as at session start: an in-process Flink job changes it
     environ = clean_env(PATH=f"{Path(sys.executable).parent}:{start.get('PATH', '')}", **env)
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=environ, timeout=600, cwd=tmp_path
-    )
+        [sys.executable, str(tmp_path / "driver.py"), *map(str, paths.values())],
+        capture_output=True, text=True, env=environ, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    sections = re.split(r"^=== (.*)\n", done.stdout, flags=re.M)[1:]
+    by_path = dict(zip(sections[::2], sections[1::2], strict=True))
+    return {name: by_path[str(path)] for name, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory, kafka_broker: Any) -> dict[str, str]:
+    """Every runnable example's stdout: the page's blocks 1, 2 and 4, the Kafka block 3 over a topic
+    of 3,000 clicks on the embedded broker, :data:`EVENT_TIME_SCRIPT` and
+    :data:`PUNCTUATED_AT_PARALLELISM_2` (one child, one JVM)."""
+    from privstream.connectors.clients import kafka_producer
+
+    from tests.flink_fixtures import create_topic, fresh_name
+
+    topic = create_topic(kafka_broker.bootstrap, fresh_name("clicks"))
+    producer = kafka_producer(kafka_broker.bootstrap)
+    for i in range(3000):
+        producer.send(topic, value=("home" if i % 2 else f"page-{i % 50}").encode())
+    producer.flush()
+    producer.close()
+    scripts = {
+        "collection": BLOCKS[1],
+        "schedule": BLOCKS[2],
+        "kafka": BLOCKS[3],
+        "sliding_window": BLOCKS[4],
+        "event_time": EVENT_TIME_SCRIPT.replace("ITEMS", repr(EVENT_TIME_ITEMS)),
+        "punctuated": PUNCTUATED_AT_PARALLELISM_2,
+    }
+    return run_scripts(
+        scripts, tmp_path_factory.mktemp("docs-operators"),
+        PRIVSTREAM_BOOTSTRAP=kafka_broker.bootstrap, CLICKS_TOPIC=topic,
+    )  # fmt: skip
 
 
 def released(stdout: str) -> dict[int, str]:
@@ -45,8 +94,9 @@ def test_the_page_has_the_examples_the_tests_run() -> None:
 
 
 @pytest.mark.flink
-def test_collection_example_releases_the_heavy_items(tmp_path: Path) -> None:
-    out = released(run_block(BLOCKS[1], tmp_path))
+@pytest.mark.kafka
+def test_collection_example_releases_the_heavy_items(outputs: dict[str, str]) -> None:
+    out = released(outputs["collection"])
     assert sorted(out) == [0, 1]  # 10,000 items over 2 shards, 5,000-element count epochs
     first = out[0]
     for item in ("(1, ", "(2, ", "(3, "):  # the three heavy items, found in epoch 0 (3000/2000/1000)
@@ -55,20 +105,24 @@ def test_collection_example_releases_the_heavy_items(tmp_path: Path) -> None:
 
 
 @pytest.mark.flink
-def test_schedule_example_releases_every_epoch_of_the_span(tmp_path: Path) -> None:
-    out = released(run_block(BLOCKS[2], tmp_path))
+@pytest.mark.kafka
+def test_schedule_example_releases_every_epoch_of_the_span(outputs: dict[str, str]) -> None:
+    out = released(outputs["schedule"])
     assert sorted(out) == [0, 1, 2, 3, 4]  # epochs 0, 3 and 4 hold no element: released all the same
     assert "(1, " in out[1] or "(1, " in out[2]
 
 
 @pytest.mark.flink
-def test_sliding_window_example_releases_every_substream_end_with_the_heavy_items(tmp_path: Path) -> None:
+@pytest.mark.kafka
+def test_sliding_window_example_releases_every_substream_end_with_the_heavy_items(
+    outputs: dict[str, str],
+) -> None:
     """Block 4 (count windows, w = 2000, W = 500, 2 shards): a release at every substream end of each
     shard's own stream, each reading the last w items; items 1, 2 and 3 found in their shard."""
     from privstream.partitioning import partition_for
 
     clicks = eval(re.search(r"^clicks = (.*)$", BLOCKS[4], flags=re.M).group(1))  # the page's own list
-    lines = [re.sub(r"^\d+> ", "", line) for line in run_block(BLOCKS[4], tmp_path).splitlines()]
+    lines = [re.sub(r"^\d+> ", "", line) for line in outputs["sliding_window"].splitlines()]
     found = [re.fullmatch(r"shard (\d), items (\d+)\.\.(\d+): (.*)", line) for line in lines]
     out = [(int(m[1]), int(m[2]), int(m[3]), m[4]) for m in found if m]
     shard_of = dict(zip((1, 2, 3), partition_for([1, 2, 3], 2).tolist(), strict=True))
@@ -115,17 +169,25 @@ env.execute("event-time windows")
 """
 
 
-@pytest.mark.flink
-def test_event_time_windows_release_every_shard_at_every_punctuation(tmp_path: Path) -> None:
-    """Event time in a real Flink run: every shard — also the one with no element — releases once at
-    each punctuation (eight substream ends), the heavy items are found in their shard, and the late
-    and far-future elements come back rejected with the reason."""
+def _event_time_items() -> list[int]:
+    """One item of shard 0 and one of shard 1 (of 3 shards); none hashed to shard 2."""
     from privstream.partitioning import partition_for
 
     shard_of = dict(zip(range(64), partition_for(list(range(64)), 3).tolist(), strict=True))
-    items = [next(i for i in range(64) if shard_of[i] == s) for s in (0, 1)]  # none hashed to shard 2
-    stdout = run_block(EVENT_TIME_SCRIPT.replace("ITEMS", repr(items)), tmp_path)
-    lines = [re.sub(r"^\d+> ", "", line) for line in stdout.splitlines()]
+    return [next(i for i in range(64) if shard_of[i] == s) for s in (0, 1)]
+
+
+EVENT_TIME_ITEMS = _event_time_items()
+
+
+@pytest.mark.flink
+@pytest.mark.kafka
+def test_event_time_windows_release_every_shard_at_every_punctuation(outputs: dict[str, str]) -> None:
+    """Event time in a real Flink run: every shard — also the one with no element — releases once at
+    each punctuation (eight substream ends), the heavy items are found in their shard, and the late
+    and far-future elements come back rejected with the reason."""
+    items = EVENT_TIME_ITEMS
+    lines = [re.sub(r"^\d+> ", "", line) for line in outputs["event_time"].splitlines()]
     releases = sorted(tuple(line.split(" ", 3)[1:]) for line in lines if line.startswith("release "))
     ends = [str(100 * k - 1) for k in range(1, 9)]
     assert [(s, e) for s, e, _ in releases] == sorted((str(s), e) for s in range(3) for e in ends)
@@ -139,18 +201,8 @@ def test_event_time_windows_release_every_shard_at_every_punctuation(tmp_path: P
 
 @pytest.mark.flink
 @pytest.mark.kafka
-def test_kafka_source_example(tmp_path: Path, kafka_broker: Any, unique_topic: Any) -> None:
-    from privstream.connectors.clients import kafka_producer
-
-    topic = unique_topic("clicks")
-    producer = kafka_producer(kafka_broker.bootstrap)
-    for i in range(3000):
-        producer.send(topic, value=("home" if i % 2 else f"page-{i % 50}").encode())
-    producer.flush()
-    producer.close()
-    out = released(
-        run_block(BLOCKS[3], tmp_path, PRIVSTREAM_BOOTSTRAP=kafka_broker.bootstrap, CLICKS_TOPIC=topic)
-    )
+def test_kafka_source_example(outputs: dict[str, str]) -> None:
+    out = released(outputs["kafka"])
     assert out and any("('home', " in line for line in out.values()), out
 
 
@@ -447,10 +499,11 @@ env.execute("punctuated")
 
 
 @pytest.mark.flink
-def test_punctuated_epochs_keep_the_input_order_at_a_higher_parallelism(tmp_path: Path) -> None:
+@pytest.mark.kafka
+def test_punctuated_epochs_keep_the_input_order_at_a_higher_parallelism(outputs: dict[str, str]) -> None:
     """One clock (input at parallelism 1) into an environment of parallelism 2: the routing keeps
     the input's sub-tasks one to one, so no element overtakes its punctuation (with a rebalance,
     1,050 of 2,400 elements were rejected as late and epoch 0 was never released)."""
-    stdout = run_block(PUNCTUATED_AT_PARALLELISM_2, tmp_path)
+    stdout = outputs["punctuated"]
     assert "rejected" not in stdout
     assert sorted(released(stdout)) == list(range(8))

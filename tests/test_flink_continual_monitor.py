@@ -60,6 +60,7 @@ def job(bootstrap: str, topic: str, prefix: str, **settings: object) -> Continua
         updates_topic=f"{prefix}-updates",
         dlq_topic=f"{prefix}-dlq",
         checkpoint_interval_ms=500,
+        run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
     )
 
 
@@ -69,6 +70,7 @@ def released(bootstrap: str, config: ContinualConfig) -> list[list[tuple[int, in
         bootstrap, config.releases_topic, lambda r: r["epoch"], STEPS, ignore=("release_time",)
     )
     assert sorted(by_epoch) == list(range(1, STEPS + 1))
+    assert {r["run_id"] for r in by_epoch.values()} == {config.run_id}
     return [[(i["item"], i["count"]) for i in by_epoch[e]["items"]] for e in sorted(by_epoch)]
 
 

@@ -61,6 +61,7 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         checkpoint_interval_ms=500,
         flink_conf=(("rest.port", str(port)),),
         faults=TestFaults(fail_marker=str(marker), fail_after=250),
+        run_id=settings.run_id.hex(),  # as `privstream run ldp-heavy-hitters` sets it
     )
     job = start(config)
     job_id = str(job.get_job_id())
@@ -125,6 +126,8 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
     assert all(state_from_record(s).digest == s["digest"] for s in states)
     assert all(r["delta"] == 0.0 and r["warm_up_items"] == 300 for r in releases)
     assert all("any two items" in r["neighbour_relation"] for r in releases)
+    # every release and dead letter names the run (privstream tail --run)
+    assert {r["run_id"] for r in releases} == {r["run_id"] for r in letters} == {settings.run_id.hex()}
     print(
         f"\nldp-heavy-hitters: {len(releases)} releases, last state version {last}, "
         f"last top-k {releases[-1]['items']}"

@@ -67,6 +67,7 @@ def _config(
         checkpoint_interval_ms=500,
         faults=TestFaults(fail_marker=str(tmp_path / "failed"), fail_after=fail_after),
         expose_states_topic=states_topic,
+        run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
     )
 
 
@@ -126,6 +127,7 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
             assert "replace one event" in release["neighbour_relation"]
     malformed = {(r["partition"], r["offset"]) for r in letters}
     assert len(malformed) == 1 and next(iter(malformed))[0] == 1  # PhasedProducer's malformed message
+    assert {r["run_id"] for r in releases} == {r["run_id"] for r in letters} == {prefix}  # tail --run
     heavy = by_substream[(0, len(items[0]) // W - 1)]["heavy_hitters"]
     print(
         f"\nsliding-window: {len(by_substream)} releases ({len(releases)} records read), "
@@ -209,7 +211,8 @@ def test_event_time_job_releases_on_punctuations_as_the_logic_across_a_failure(
                 record = decode(data)[1]
                 if kind == "release":
                     want_releases[(p, record["position"])] = {
-                        k: v for k, v in record.items() if k != "release_time"
+                        **{k: v for k, v in record.items() if k != "release_time"},
+                        "run_id": config.run_id,  # stamped by the job on the way to its sink
                     }
                 else:
                     want_letters.add((record["partition"], record["offset"], record["error"]))

@@ -163,18 +163,28 @@ def test_the_per_message_state_does_not_hold_the_versions() -> None:
     assert LdpServerLogic(settings, logic.to_bytes()).server.history.latest == history.latest
 
 
-def _stream(logic: LdpServerLogic, seed: int, n: int, follow: bool = True) -> list[bytes]:
+def _stream(
+    logic: LdpServerLogic,
+    seed: int,
+    n: int,
+    follow: bool = True,
+    outputs: list[tuple[str, bytes]] | None = None,
+) -> list[bytes]:
     """``n`` reports of a skewed stream from a client that follows ``logic``'s states as they are made
-    (or keeps the state it read first, ``follow=False``), each processed by ``logic``; returns them."""
+    (or keeps the state it read first, ``follow=False``), each processed by ``logic``; returns them
+    (and appends what ``logic`` output to ``outputs``, if given)."""
     client = make_client(logic.settings.params, rng=SeededRandomSource(seed))
     client.update_state(logic.server.history.latest)  # type: ignore[arg-type]
     rnd, sent = random.Random(seed), []
     for offset in range(n):
         value = encode("LdpReport", report_to_record(client.encode(rnd.choices(range(D), WEIGHTS)[0])))
         sent.append(value)
-        for kind, data in logic.process(value, 0, offset, "reports"):
+        out = logic.process(value, 0, offset, "reports")
+        for kind, data in out:
             if kind == "state" and follow:
                 client.update_state(state_from_record(decode(data)[1]))
+        if outputs is not None:
+            outputs += out
     return sent
 
 

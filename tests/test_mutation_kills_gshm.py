@@ -81,3 +81,62 @@ def test_laplace_scale_is_sensitivity_over_epsilon() -> None:
     assert laplace_scale(3, 0.5) == 6
     assert laplace_scale(Fraction(1, 2), 2) == Fraction(1, 4)
     assert laplace_scale(9, 0.75) == 12
+
+
+# ---- calibrate_gshm against the law it states: the smallest error bound τ + b over σ² on a grid ---
+
+
+def _first(pred, hi: int) -> int | None:  # type: ignore[no-untyped-def]
+    """The smallest integer in [0, hi] where the monotone ``pred`` holds (plain bisection), or None."""
+    if not pred(hi):
+        return None
+    lo = -1  # pred(hi), not pred(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi
+
+
+def _objective(epsilon: float, delta: float, ell: int, s2: Fraction, beta: float = 0.05) -> int | None:
+    """τ + b for noise N_Z(0, s2), computed here from the module's δ condition and the noise's tail
+    (not through calibrate_gshm, smallest_tau_discrete or smallest_abs_bound); None if no τ up to
+    60σ works."""
+    from privstream.mechanisms.gshm import gshm_delta_discrete
+    from privstream.noise.distributions import discrete_gaussian_abs_tail
+
+    top = int(60 * math.sqrt(float(s2))) + 20
+    tau = _first(lambda t: gshm_delta_discrete(epsilon, float(s2), t, ell) <= delta, top)
+    if tau is None:
+        return None
+    b = _first(lambda m: ell * discrete_gaussian_abs_tail(m + 1, float(s2)) <= beta, top)  # Pr[|Y| > m]
+    assert b is not None
+    return tau + b
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "ell"),
+    [(1.0, 1e-6, 4), (8.0, 1e-3, 1), (0.5, 1e-8, 16)],  # the second: the best σ is below 1
+)
+def test_calibration_is_the_best_sigma2_of_a_grid_and_reports_its_inputs(
+    epsilon: float, delta: float, ell: int
+) -> None:
+    """The calibrated (σ², τ, b): σ² a multiple of 1/100; τ the smallest integer meeting the δ
+    condition and b the smallest noise radius for that σ² (independent scans); the inputs reported
+    unchanged; and no σ² on a geometric grid (ratio 1.05, σ from 0.3 to twice Lemma 8.6's
+    √(2l·ln(2.5/δ))/ε) gives a smaller
+    τ + b — the calibration searches σ from 0.05 up, so a best σ below 1 is found."""
+    p = calibrate_gshm(epsilon, delta, ell)
+    assert (p.ell, p.epsilon, p.delta, p.beta) == (ell, epsilon, delta, 0.05)
+    assert (p.sigma2 * 100).denominator == 1
+    assert p.objective == p.tau + p.noise_bound == _objective(epsilon, delta, ell, p.sigma2)
+    sigma, grid = 0.3, []
+    while sigma < 2 * math.sqrt(2 * ell * math.log(2.5 / delta)) / epsilon:  # twice Lemma 8.6's σ
+        grid.append(Fraction(math.ceil(sigma * sigma * 100), 100))
+        sigma *= 1.05
+    best = min(o for s2 in grid if (o := _objective(epsilon, delta, ell, s2)) is not None)
+    assert p.objective <= best, (p, best)
+
+
+def test_calibration_refuses_a_non_integer_ell_naming_it() -> None:
+    with pytest.raises(ValueError, match="^ell"):
+        calibrate_gshm(1.0, 1e-6, 2.5)  # type: ignore[arg-type]

@@ -124,7 +124,9 @@ def test_issue_continual_example_warns(nodes: int) -> None:
     assert preflight(still) != []
 
 
-def test_heavy_hitters_small_epochs_warn_with_the_epoch_and_epsilon_that_fix_them() -> None:
+def test_heavy_hitters_small_epochs_warn_with_the_epoch_and_epsilon_that_fix_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """ε = 0.1 over 1,000-event count epochs: PMG's bar (T − 1 + 2b, about 900 events) leaves room
     for at most one released item per epoch. Both named fixes pass; a time-epoch job is not judged
     (no declared size)."""
@@ -140,7 +142,14 @@ def test_heavy_hitters_small_epochs_warn_with_the_epoch_and_epsilon_that_fix_the
     assert heavy_hitters(replace(config, epoch=epoch)) == []
     assert heavy_hitters(replace(config, epsilon=epsilon)) == []
     assert heavy_hitters(replace(config, epoch=epoch - 1)) != []
+    caplog.set_level(logging.INFO, logger="privstream.jobs.preflight")
     assert heavy_hitters(replace(config, epoch=timedelta(seconds=10))) == []
+    (notice,) = [r.getMessage() for r in caplog.records if r.name == "privstream.jobs.preflight"]
+    assert (
+        notice.startswith("pre-flight: time epochs hold no declared number of events")
+        and "not judged" in notice
+    )
+    assert re.search(r"an item needs about [\d.]+ events", notice), notice
 
 
 def test_sliding_window_noise_matches_the_query_plan() -> None:

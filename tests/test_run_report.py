@@ -22,6 +22,7 @@ from privstream.jobs.run_report import (
     RunMonitor,
     RunPlan,
     exit_status,
+    interrupted_line,
     web_ui_settings,
 )
 
@@ -212,6 +213,26 @@ def test_monitor_reads_the_runs_committed_output_and_logs_banner_progress_summar
     assert "  budget: ε=2 of ε=2 spent (δ=2e-06 of δ=2e-06); ε=0 left on ledger 'hh/test'" in logged
     assert f"  releases: privstream tail {releases_topic} --run {RUN}" in logged
     assert exit_status(plan, counts) == (0, None)
+    # the dead letter's kind said once, with where to read it
+    told = [m for m in logged if m.startswith("dead-lettering: ")]
+    assert told == [
+        f"dead-lettering: AvroDecodeError: bad magic (privstream tail {releases_topic}-dlq --run {RUN})"
+    ]
+
+
+def test_ctrl_c_line_says_how_far_the_committed_releases_go() -> None:
+    """After Ctrl-C: the last committed release's epoch (or window) and the counts, or that nothing
+    was committed yet; always how to read the run's output."""
+    releases, _ = _epochs(3)  # epochs 0 and 1 released, the third refused
+    counts = _counts([stamp(m, RUN) for m in releases])
+    assert interrupted_line(_plan(), counts) == (
+        "privstream run: stopped; releases committed up to epoch 1 (2 releases, 1 refused of run "
+        f"{RUN}) on 'releases' (privstream tail releases --run {RUN})"
+    )
+    assert interrupted_line(_plan(), RunCounts()) == (
+        f"privstream run: stopped; no release of run {RUN} committed yet on 'releases' "
+        f"(privstream tail releases --run {RUN})"
+    )
 
 
 def test_quickstart_ends_with_how_to_see_the_output() -> None:

@@ -113,6 +113,9 @@ function renderRelease(release) {
   } else if (release && release.kind === "WindowRelease") {
     note.textContent = "Sliding-window estimates of the public query set (red: heavy hitters); " +
       "the record states its theorem, not a per-item interval.";
+  } else if (release && release.kind === "LdpRelease") {
+    note.textContent = "Debiased local-DP estimates of the heavy part (clamped at 0), rounded; " +
+      "the record states its scheme's guarantee, not a per-item interval.";
   } else {
     note.textContent = "";
   }
