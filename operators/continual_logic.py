@@ -399,8 +399,8 @@ class ContinualAggregator:
             raise ForeignUpdate(f"a {schema} record on the updates topic (not a ContinualUpdate)")
         if value["session"] != s.session:
             raise ForeignUpdate(
-                f"update from another run/submission (session {value['session'] or '(none)'!r}, this run "
-                f"{s.session or '(none)'!r}): an earlier run's leftover on the updates topic, ignored"
+                "an earlier run's leftover update on the updates topic, ignored: update from another "
+                f"run/submission (session {value['session'] or '(none)'!r}, this run {s.session or '(none)'!r})"
             )
         if value["mode"] != s.mode:
             raise ForeignUpdate(f"update of mode {value['mode']!r}; this run is mode {s.mode!r}")

@@ -47,6 +47,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**_ENV_AT_START, **extra}
 
 
+def ctrl_c_reaches_the_child() -> None:
+    """``preexec_fn`` of a child a test stops with SIGINT: the default disposition, so the child's
+    Python installs its KeyboardInterrupt handler even when pytest itself was started with SIGINT
+    ignored (a ``command &`` of a shell without job control), which a child would inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def fresh_name(prefix: str) -> str:
     """A unique topic / output-prefix name."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

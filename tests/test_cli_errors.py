@@ -24,6 +24,7 @@ from privstream.operators.window_logic import WindowSettings
 
 from privstream.cli import build_parser, main
 from privstream.validation import check_privacy_bound
+from tests.flink_fixtures import ctrl_c_reaches_the_child
 
 HH = {"epsilon": 1.0, "delta": 1e-6, "k": 8, "epoch": timedelta(seconds=10)}
 WINDOW = dict(
@@ -163,7 +164,7 @@ def test_ctrl_c_in_produce_is_one_line_and_exit_130(
     process = subprocess.Popen(
         [sys.executable, "-m", "privstream.cli", "produce", "--bootstrap", kafka_broker.bootstrap, "--topic", unique_topic(),
          "--generator", "zipf", "--count", "1e9", "--rate", "2000", "--chunk", "500"],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
     )  # fmt: skip
     try:
         assert process.stderr is not None

@@ -22,6 +22,7 @@ from privstream.operators.epochs import TimeEpochs
 from privstream.operators.release_logic import EpochReleaser
 
 from privstream.accounting import Budget, LedgerEntry, PrivacyLedger
+from tests.flink_fixtures import ctrl_c_reaches_the_child
 from tests.test_release_logic import CONFIG, SPEC, _merged  # epochs where items 1, 2 and 5 are heavy
 
 
@@ -133,6 +134,7 @@ def _following(*args: str) -> Iterator[subprocess.Popen[str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_the_child,
     )
     try:
         yield process

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
+from privstream.jobs.run_report import RunCounts
 from privstream.operators.continual_logic import (
     ContinualAggregator,
     ContinualNode,
@@ -296,7 +297,17 @@ def test_an_earlier_runs_leftover_updates_are_dead_lettered_not_applied() -> Non
     schema, letter = letters[-1]
     assert schema == "DeadLetter" and letter["original_value"] == leftovers[-1]
     assert (letter["topic"], letter["offset"]) == ("events-updates", len(leftovers) - 1)
-    assert letter["error"].startswith("update from another run/submission (session 'earlier-run'")
+    assert letter["error"].startswith("an earlier run's leftover update on the updates topic, ignored: ")
+    assert (
+        "update from another run/submission (session 'earlier-run', this run 'this-run')" in letter["error"]
+    )
+    # what `privstream run` logs about them while it runs: one line, the reason first
+    counts = RunCounts()
+    for schema, value in letters:
+        counts.add(schema, {**value, "run_id": "r"}, run_id="r", ledger_id=None)
+    assert list(counts.dead_letter_reasons.items()) == [
+        ("an earlier run's leftover update on the updates topic, ignored", len(leftovers))
+    ]
     got = [r for u in updates for r in aggregator.take(u, topic="events-updates", partition=0, offset=0)[0]]
     assert _released(got) == _released(expected) and len(got) == STEPS
 

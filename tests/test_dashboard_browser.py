@@ -33,6 +33,8 @@ import numpy as np
 import pytest
 from privstream.operators.metrics import DESCRIPTIONS
 
+from tests.flink_fixtures import ctrl_c_reaches_the_child
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "dashboard.png"
@@ -111,6 +113,7 @@ def dashboard(kafka_broker: Any, unique_topic: Callable[..., str]) -> Iterator[d
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=ctrl_c_reaches_the_child,
     )
     try:
         assert process.stdout is not None
@@ -348,7 +351,7 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
         "--flink-conf", f"metrics.reporter.prom.port={prometheus_port}",
     ]  # fmt: skip
     job = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
         env=clean_env(
             PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", HADOOP_CLASSPATH=str(_prometheus_jar())
         ),

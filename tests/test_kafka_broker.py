@@ -24,6 +24,8 @@ from privstream.connectors.topics import (
     list_topics,
 )
 
+from tests.flink_fixtures import ctrl_c_reaches_the_child
+
 pytestmark = pytest.mark.kafka
 
 
@@ -81,6 +83,7 @@ def _broker_cli(*args: str) -> Iterator[tuple[subprocess.Popen, str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_the_child,
     )
     try:
         yield process, process.stdout.readline().strip()  # type: ignore[union-attr]
