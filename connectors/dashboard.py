@@ -70,7 +70,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ledger-topic", default=LEDGER, help=f"ledger topic: LedgerEntry records (default {LEDGER})"
     )
-    parser.add_argument("--port", type=int, default=8050, help="HTTP port (0: a free port)")
+    parser.add_argument(
+        "--port", type=int, default=8050, help="HTTP port (default: %(default)s; 0: a free port)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default: loopback only)")
     parser.add_argument("--keep", type=int, default=50, help="releases kept in memory and listed")
 

@@ -92,9 +92,10 @@ def _release(v: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 def _window_release(v: Mapping[str, Any]) -> tuple[str, list[str]]:
     end = v.get("window_end")
-    span = (
-        f"positions {v['window_start']}..{v['position']}" if end is None else _window(v["window_start"], end)
-    )
+    if v.get("windowing", "count") == "count":  # a count window's ends are stream positions, not times
+        span = f"positions {v['window_start']}..{v['position'] if end is None else end}"
+    else:
+        span = _window(v["window_start"], v["position"] if end is None else end)
     head = (
         f"shard {v['shard']}/{v['shards']} substream {v['substream']} ({v['windowing']}) {span}  "
         f"ledger {v['ledger_id']} #{v['ledger_sequence']} {v['ledger_entry_hash'][:12]}"

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_duration_ms(text: str, option: str) -> int:
-    """``500ms`` / ``30s`` / ``5m`` / ``1h`` in milliseconds; ValueError naming ``option`` otherwise."""
+    """``500ms`` / ``30s`` / ``5m`` / ``1h`` / ``1d`` in milliseconds; ValueError naming ``option``
+    otherwise."""
     match = _DURATION.match(text.strip())
     if not match:
-        raise ValueError(f"{option}: expected a duration like 500ms, 30s, 5m or 1h, got {text!r}")
+        raise ValueError(f"{option}: expected a duration like 500ms, 30s, 5m, 1h or 1d, got {text!r}")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 

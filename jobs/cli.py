@@ -16,6 +16,12 @@ from __future__ import annotations
 
 import argparse
 
+EXIT_STATUS = (
+    "Exit status: 0: the run ended normally (a bounded run); 2: refused before Flink started "
+    "(the option named); 3: the run released nothing (every release refused by a spent budget, or "
+    "every message dead-lettered); 130: Ctrl-C."
+)
+
 #: job name -> module with ``configure(parser)`` and ``run(args) -> int``
 JOBS = {
     "heavy-hitters": "privstream.jobs.heavy_hitters",
@@ -31,10 +37,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="job", required=True)
     for name, module_name in JOBS.items():
         module = importlib.import_module(module_name)
-        sp = sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0])
+        summary = (module.__doc__ or "").splitlines()[0]
+        sp = sub.add_parser(name, help=summary, description=f"{summary} {EXIT_STATUS}")
         module.configure(sp)
         sp.set_defaults(_job_run=module.run)
 
 
+#: ``privstream run`` options that carry a privacy parameter -> which bound applies to them
+PRIVACY_OPTIONS = {"epsilon": "epsilon", "delta": "delta", "total_epsilon": "epsilon", "total_delta": "delta"}
+
+
 def run(args: argparse.Namespace) -> int:
+    """Refuse a privacy parameter no one would mean (:func:`privstream.validation.check_privacy_bound`)
+    before the job reads any topic or starts Flink, for every job alike; then run the job."""
+    import sys
+
+    from privstream.validation import check_privacy_bound
+
+    try:
+        for name, parameter in PRIVACY_OPTIONS.items():
+            check_privacy_bound("--" + name.replace("_", "-"), getattr(args, name, None), parameter)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return int(args._job_run(args) or 0)

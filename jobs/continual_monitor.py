@@ -159,7 +159,9 @@ def start(config: ContinualConfig) -> Any:
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_bootstrap_option(p)
-    p.add_argument("--topic", default="events", help="events topic: one partition per node")
+    p.add_argument(
+        "--topic", default="events", help="events topic: one partition per node (default: %(default)s)"
+    )
     p.add_argument("--mode", choices=MODES, default="lu", help="PDCH-LU (lazy updates) or PDCH-BF")
     p.add_argument("--epsilon", type=float, required=True, help="each node's event-level ε (whole run)")
     p.add_argument("--lam", type=float, required=True, help="λ: the approximation (rounded down to 1/2^j)")
@@ -254,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     plan = run_report.RunPlan.of(
         "continual-monitor", config, web_ui,
         per_release=f"ε={s.epsilon:g} per node for the whole run (event level, --mode {s.mode}); no ledger",
-        other_outputs=(f"node updates → {config.updates_topic}",),
+        other_outputs=(f"node updates → {config.updates_topic}",), source_table="events",
     )  # fmt: skip
     return run_report.execute_reported(env, plan, interval_s=interval_s)
 

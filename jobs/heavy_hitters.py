@@ -76,7 +76,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Options of the heavy-hitters job (also used by ``privstream run heavy-hitters``)."""
     p = parser
     add_bootstrap_option(p)
-    p.add_argument("--topic", default="events", help="events topic (Avro EventBatch/Event or UserSetEvent)")
+    p.add_argument(
+        "--topic",
+        default="events",
+        help="events topic (Avro EventBatch/Event or UserSetEvent; default: %(default)s)",
+    )
     p.add_argument("--epsilon", type=float, required=True, help="ε of each epoch's release")
     p.add_argument("--delta", type=float, required=True, help="δ of each epoch's release")
     p.add_argument("--k", type=int, required=True, help="counters per sketch")

@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     plan = run_report.RunPlan.of(
         "ldp-heavy-hitters", config, web_ui, input_topic=config.reports_topic,
         per_release=f"ε={config.settings.epsilon:g} per report (local DP, randomised by the clients); no ledger",
-        other_outputs=(f"public state → {config.state_topic}",),
+        other_outputs=(f"public state → {config.state_topic}",), source_table="reports",
     )  # fmt: skip
     return run_report.execute_reported(env, plan, interval_s=interval_s)
 

@@ -106,6 +106,7 @@ class RunPlan:
     total: str = ""  #: the ledger's total, e.g. ``(ε=3, δ=1e-05)``
     web_ui: str | None = None  #: the Flink web UI / REST address, None if there is none
     flink_job_name: str | None = None  #: the Flink job's name (to find it through the REST API)
+    source_table: str = "privstream_events"  #: the input source's table name (in its vertex's name)
     other_outputs: tuple[str, ...] = ()  #: further topics the job writes, described
 
     @classmethod
@@ -294,6 +295,21 @@ def summary_lines(plan: RunPlan, counts: RunCounts) -> list[str]:
     return lines
 
 
+def source_messages(vertices: Iterable[Mapping[str, Any]], table: str) -> int | None:
+    """The messages the job's input source emitted: ``write-records`` of the source vertices whose
+    name names the input's table (a job such as continual-monitor has a second source, its updates
+    topic, which does not count); None if no vertex names it."""
+    import re
+
+    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(table)}(?![A-Za-z0-9_])")
+    counts = [
+        int(v.get("metrics", {}).get("write-records", 0))
+        for v in vertices
+        if str(v.get("name", "")).startswith("Source") and word.search(str(v.get("name", "")))
+    ]
+    return sum(counts) if counts else None
+
+
 class RunMonitor:
     """Reads the run's output topics (``read_committed``) in a background thread and logs the
     banner, progress every ``interval_s`` seconds (when something changed) and the summary."""
@@ -383,10 +399,9 @@ class RunMonitor:
                 return None
             with urllib.request.urlopen(f"{self.plan.web_ui}/jobs/{wanted[-1]['jid']}", timeout=2) as resp:
                 vertices = json.load(resp).get("vertices", [])
-            # the source's messages, as the vertex after it received them (a source reports none read)
-            return int(vertices[1]["metrics"]["read-records"]) if len(vertices) > 1 else None
         except (OSError, ValueError, KeyError, IndexError):
             return None
+        return source_messages(vertices, self.plan.source_table)
 
     def _loop(self) -> None:
         last = time.monotonic()

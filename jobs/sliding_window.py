@@ -231,7 +231,9 @@ def _length(option: str, text: str, windowing: str) -> int:
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_bootstrap_option(p)
-    p.add_argument("--topic", default="events", help="events topic: one partition per shard")
+    p.add_argument(
+        "--topic", default="events", help="events topic: one partition per shard (default: %(default)s)"
+    )
     p.add_argument(
         "--shard-key", choices=("item", "user"), default="item", help="what the partitioner hashed"
     )

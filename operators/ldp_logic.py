@@ -99,8 +99,8 @@ class LdpServerSettings:
     run_id: bytes = field(default_factory=new_run_id)  #: public, per submission (state digests)
 
     def __post_init__(self) -> None:
+        check_privacy_bound("--epsilon", self.epsilon, "epsilon")  # first: the option named, one line
         self.params  # noqa: B018 - validates scheme, epsilon, domain_size, k, alpha, light_cells
-        check_privacy_bound("--epsilon", self.epsilon, "epsilon")
         check_int("epoch_reports", self.epoch_reports)
         check_int("state_every", self.state_every)
         check_int("max_lag", self.max_lag, minimum=0)

@@ -402,6 +402,60 @@ def rest_get(rest_port: int, path: str) -> Any:
         return json.load(resp)
 
 
+def privstream_metrics(web_ui: str | int) -> dict[str, float]:
+    """Every ``privstream`` metric of the MiniCluster's running job through Flink's REST API (what
+    its web UI shows; ``web_ui``: its address or REST port), summed over vertices and subtasks
+    (REST ids are ``<subtask>.<operator>.privstream.<name>``)."""
+    import json
+    import urllib.request
+    from urllib.parse import quote
+
+    base_url = web_ui if isinstance(web_ui, str) else f"http://127.0.0.1:{web_ui}"
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"{base_url}{path}", timeout=10) as resp:
+            return json.load(resp)
+
+    (job,) = [j for j in get("/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
+    totals: dict[str, float] = {}
+    for vertex in get(f"/jobs/{job['jid']}")["vertices"]:
+        base = f"/jobs/{job['jid']}/vertices/{vertex['id']}/metrics"
+        ids = [m["id"] for m in get(base) if ".privstream." in m["id"]]
+        if ids:  # "+" (in "release + ledger") must be escaped; escaped brackets are not found (measured)
+            for metric in get(f"{base}?get={','.join(quote(i, safe='()') for i in ids)}"):
+                name = metric["id"].rsplit(".privstream.", 1)[1]
+                totals[name] = totals.get(name, 0.0) + float(metric["value"])
+    return totals
+
+
+def wait_for_metrics(
+    where: str,
+    read: Callable[[], dict[str, float]],
+    expected: dict[str, float | Callable[[float], bool]],
+    timeout_s: float = 120,
+) -> dict[str, float]:
+    """Read until the metrics show ``expected`` (a value, or a predicate on it; an absent metric
+    reads 0: a counter never incremented is not reported). PyFlink ships a Python operator's
+    metrics to the JVM when a bundle ends. Returns all of them."""
+
+    def meets(seen: dict[str, float]) -> bool:
+        return all(
+            want(seen.get(name, 0.0)) if callable(want) else seen.get(name, 0.0) == want
+            for name, want in expected.items()
+        )
+
+    deadline, seen = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        try:
+            seen = read()
+        except (OSError, ValueError):
+            seen = {}  # the REST endpoint or the reporter starts with the MiniCluster
+        if meets(seen):
+            return seen
+        time.sleep(0.5)  # a poll interval, not a wait for the job
+    raise AssertionError(f"{where} never showed {expected}: {seen}")
+
+
 def trigger_checkpoint(rest_port: int, job_id: str, timeout_s: float = 60.0) -> int:
     """Trigger a checkpoint of a running job through Flink's REST API (the MiniCluster's, with
     ``rest.port`` set) and wait until it completed; returns its id. With a long periodic interval

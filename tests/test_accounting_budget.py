@@ -82,3 +82,8 @@ def test_budget_type_errors() -> None:
         Budget("1")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="epsilon"):
         Budget(True)  # type: ignore[arg-type]
+
+
+def test_a_budget_reads_as_epsilon_and_delta() -> None:
+    """How logs show it (e.g. the ledger's start-up line), not the dataclass repr."""
+    assert str(Budget(1.0, 1e-6)) == "(ε=1, δ=1e-06)" and str(Budget(0.0, 0.0)) == "(ε=0, δ=0)"

@@ -50,6 +50,7 @@ LDP = dict(scheme="cnr", epsilon=2.0, domain_size=100, k=5, deployment="d", warm
         ),  # type: ignore[arg-type]
         (lambda: ContinualSettings(**{**CONTINUAL, "epsilon": 1e308}), "--epsilon"),  # type: ignore[arg-type]
         (lambda: LdpServerSettings(**{**LDP, "epsilon": 101.0}), "--epsilon"),  # type: ignore[arg-type]
+        (lambda: LdpServerSettings(**{**LDP, "epsilon": 1e308}), "--epsilon"),  # type: ignore[arg-type]
     ],
 )
 def test_a_privacy_parameter_no_one_would_mean_is_refused_naming_the_option(build, option: str) -> None:
@@ -68,11 +69,25 @@ def test_the_bounds_themselves() -> None:
     check_privacy_bound("--x", "text", "epsilon")  # type: ignore[arg-type]
 
 
-def test_run_refuses_a_huge_epsilon_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
-    """The configuration is checked before the broker (unreachable here) and before Flink."""
-    code = main([*RUN_HH, "--bootstrap", "127.0.0.1:1", "--epsilon", "1e308"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        RUN_HH,
+        "run continual-monitor --lam 0.25 --theta 0.3 --window 4 --universe 9".split(),
+        "run sliding-window --window 9 --substream 3 --delta 1e-6 --domain-size 9 --gamma 0.5".split(),
+        "run ldp-heavy-hitters --domain 9 --deployment d --warm-up-normal 9".split(),
+    ],
+)
+def test_run_refuses_a_huge_epsilon_before_connecting(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Every job: the configuration is checked before the broker (unreachable here) and before
+    Flink, with one line naming the option."""
+    code = main([*command, "--bootstrap", "127.0.0.1:1", "--epsilon", "1e308"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith("error: --epsilon: ε = 1e+308 is above 100")
+    assert (
+        code == 2 and err.count("\n") == 1 and err.startswith("error: --epsilon: ε = 1e+308 is above 100")
+    ), err
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -258,3 +273,26 @@ def test_keys_command_writes_the_pdch_bf_keys(tmp_path: Path) -> None:
         old.returncode == 2
         and old.stderr.strip() == "privstream keys: error: --nodes: PDCH-BF needs >= 2 nodes, got 1"
     )
+
+
+def test_every_duration_default_of_the_jobs_parses() -> None:
+    """Each job's duration options, left at their defaults, are valid durations (continual-monitor's
+    ``--step`` defaults to ``1d``, which the parser once refused)."""
+    from privstream.connectors.validation import parse_duration_ms
+
+    assert parse_duration_ms("1d", "--step") == 86_400_000
+    commands = {
+        "heavy-hitters": [*RUN_HH, "--epsilon", "1"],
+        "continual-monitor": "run continual-monitor --epsilon 1 --lam 0.25 --theta 0.3 --window 4 --universe 9".split(),
+        "sliding-window": "run sliding-window --window 9 --substream 3 --epsilon 1 --delta 1e-6 --domain-size 9 --gamma 0.5".split(),
+        "ldp-heavy-hitters": "run ldp-heavy-hitters --epsilon 1 --domain 9 --deployment d --warm-up-normal 9".split(),
+    }
+    checked = 0
+    for job, command in commands.items():
+        args = vars(build_parser().parse_args(command))
+        for option in ("step", "checkpoint_interval", "progress_interval", "ledger_lease", "ledger_timeout"):
+            value = args.get(option)
+            if isinstance(value, str):
+                assert parse_duration_ms(value, f"--{option}") > 0, (job, option, value)
+                checked += 1
+    assert args["progress_interval"] == "10s" and checked >= 5

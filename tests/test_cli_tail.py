@@ -279,3 +279,34 @@ def test_an_unreachable_broker_is_one_line(command: list[str]) -> None:
         and out.stderr.strip().count("\n") == 0
         and "127.0.0.1:1 is unreachable" in out.stderr
     )
+
+
+def test_the_other_jobs_records_read_as_text() -> None:
+    """A count-window ``WindowRelease`` (made by the sliding-window job's shard logic) shows stream
+    positions, not dates; an ``LdpRelease`` (the LDP server's) its deployment, epoch, guarantee and
+    items; a ``DeadLetter`` its reason and where the message was."""
+    from privstream.connectors.avro_codec import decode
+    from privstream.connectors.record_text import render
+    from privstream.operators.ldp_logic import LdpServerLogic
+
+    from tests.test_dashboard_browser import window_releases
+    from tests.test_ldp_job_logic import _settings, _stream
+
+    schema, window = decode(window_releases()[0])
+    head, *lines = render(schema, window, "w[0]@0")
+    assert f"({window['windowing']}) positions {window['window_start']}..{window['position']}" in head, head
+    assert "1970" not in head and any("heavy hitters" in line for line in lines)
+    outputs: list[tuple[str, bytes]] = []
+    _stream(LdpServerLogic(_settings(deployment="tail")), seed=1, n=60, outputs=outputs)
+    (release,) = [decode(data) for kind, data in outputs if kind == "release"]
+    head, *lines = render(*release, "l[0]@0")
+    assert head.startswith("l[0]@0  LdpRelease  deployment tail hg-cnr epoch 1  50 reports"), head
+    assert any("ε=2" in line for line in lines) and f"  {len(release[1]['items'])} items:" in lines
+    from privstream.connectors.dead_letter import dead_letter_record
+
+    letter = dead_letter_record(
+        value=b"?", error="undecodable: bad magic", topic="events", partition=1, offset=7
+    )
+    head, *lines = render("DeadLetter", letter, "d[0]@0")
+    text = "\n".join([head, *lines])
+    assert "undecodable: bad magic" in text and "events" in text and "7" in text, text

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from privstream.operators.metrics import DESCRIPTIONS
 
-from tests.flink_fixtures import ctrl_c_reaches_the_child
+from tests.flink_fixtures import ctrl_c_reaches_the_child, privstream_metrics, wait_for_metrics
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -252,7 +252,7 @@ def _prometheus_jar() -> Path:
     return jar
 
 
-def _privstream_metrics(port: int) -> dict[str, float]:
+def _prometheus_metrics(port: int) -> dict[str, float]:
     """The ``privstream`` metrics on a Prometheus reporter's page, summed over subtasks."""
     import urllib.request
 
@@ -265,46 +265,6 @@ def _privstream_metrics(port: int) -> dict[str, float]:
             metric = name.rsplit("_privstream_", 1)[1]
             totals[metric] = totals.get(metric, 0.0) + float(rest.rsplit(" ", 1)[1])
     return totals
-
-
-def _rest_metrics(web_ui: str) -> dict[str, float]:
-    """Every ``privstream`` metric of the MiniCluster's one job through Flink's REST API (what its web
-    UI shows), summed over vertices and subtasks (ids are ``<subtask>.<operator>.privstream.<name>``)."""
-    import json
-    import urllib.request
-    from urllib.parse import quote
-
-    def get(path: str) -> Any:
-        with urllib.request.urlopen(f"{web_ui}{path}", timeout=10) as resp:
-            return json.load(resp)
-
-    (job,) = get("/jobs/overview")["jobs"]
-    totals: dict[str, float] = {}
-    for vertex in get(f"/jobs/{job['jid']}")["vertices"]:
-        base = f"/jobs/{job['jid']}/vertices/{vertex['id']}/metrics"
-        ids = [m["id"] for m in get(base) if ".privstream." in m["id"]]
-        if ids:  # "+" (in "release + ledger") must be escaped; escaped brackets are not found (measured)
-            for metric in get(f"{base}?get={','.join(quote(i, safe='()') for i in ids)}"):
-                name = metric["id"].rsplit(".privstream.", 1)[1]
-                totals[name] = totals.get(name, 0.0) + float(metric["value"])
-    return totals
-
-
-def _wait_for_metrics(
-    where: str, read: Callable[[], dict[str, float]], expected: dict[str, float], timeout_s: float = 120
-) -> dict[str, float]:
-    """Read until the metrics show ``expected`` (PyFlink ships a Python operator's metrics to the JVM
-    when a bundle ends); returns all of them."""
-    deadline, seen = time.monotonic() + timeout_s, {}
-    while time.monotonic() < deadline:
-        try:
-            seen = read()
-        except OSError:
-            seen = {}  # the reporter starts with the MiniCluster
-        if {name: seen.get(name, 0.0) for name in expected} == expected:
-            return seen
-        time.sleep(0.5)  # a poll interval, not a wait for the job
-    raise AssertionError(f"{where} never showed {expected}: {seen}")
 
 
 def _committed(bootstrap: str, topic: str, count: int) -> list[Any]:
@@ -407,10 +367,18 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
         # progress while it runs: both releases counted, from the job's own committed output
+        # (9 messages: the malformed one and 2 × 4 batches of 500 events, as Flink's REST API counts them)
         err.wait_for(
-            "progress with 2 releases",
-            lambda line: line.startswith("privstream: progress: ") and "2 releases written" in line,
+            "progress with 9 messages, 2 releases and the dead letter",
+            lambda line: (
+                line.startswith("privstream: progress: 9 messages read, ")
+                and "2 releases written, 1 dead letters" in line
+            ),
         )
+        told = err.wait_for(
+            "the dead letter's reason", lambda line: line.startswith("privstream: dead-lettering: ")
+        )
+        assert "undecodable" in told and f"privstream tail {events}-dlq --run {run_id}" in told, told
 
         # a refusal (the release step's own record for another, spent ledger) is shown above the chart
         refused = _refusal()
@@ -424,9 +392,9 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
         # refusal (a counter never incremented is not reported: 0), ε = 1 spent (parallel epochs)
         expected = {"eventsCounted": 4000, "deadLettered": 1, "epochsClosed": 2, "releases": 2, "refusals": 0,
                     "epsilonSpentMicros": 1_000_000}  # fmt: skip
-        shown = _wait_for_metrics("the REST API", lambda: _rest_metrics(web_ui), expected)
+        shown = wait_for_metrics("the REST API", lambda: privstream_metrics(web_ui), expected)
         assert shown["stateBytes"] > 0 and set(shown) <= set(DESCRIPTIONS)  # fixed names: no data in a name
-        _wait_for_metrics("Prometheus", lambda: _privstream_metrics(prometheus_port), expected)
+        wait_for_metrics("Prometheus", lambda: _prometheus_metrics(prometheus_port), expected)
 
         job.send_signal(signal.SIGINT)  # Ctrl-C
         assert job.wait(timeout=120) == 130
@@ -456,13 +424,11 @@ def _refusal() -> bytes:
     return refused
 
 
-def test_window_releases_are_shown_with_their_guarantee() -> None:
-    """A sliding-window job's ``WindowRelease`` (made by its shard logic) as the page shows it."""
-    from privstream.connectors.avro_codec import decode, encode
-    from privstream.connectors.dashboard import DashboardState
+def window_releases() -> list[bytes]:
+    """A sliding-window job's ``WindowRelease`` messages, made by its shard logic from 300 Zipf items
+    in count windows (w = 200, W = 50): one per substream end."""
+    from privstream.connectors.avro_codec import encode
     from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
-
-    from privstream.partitioning import partition_for
 
     settings = WindowSettings(
         window=200, substream=50, depth=3, width=64, epsilon=1.0, delta=1e-6, domain_size=60, gamma=0.1,
@@ -470,13 +436,23 @@ def test_window_releases_are_shown_with_their_guarantee() -> None:
         submission_key=bytes(range(32)),
     )  # fmt: skip
     items = np.minimum(np.random.default_rng(4).zipf(1.6, 300) - 1, 59).astype(np.int64)
-    assert (partition_for(items, 1) == 0).all()
-    logic = WindowShardLogic(settings, 0)
     message = encode(
         "EventBatch", {"events": [{"item": int(i), "user_id": None, "event_time": 1} for i in items]}
     )
-    outputs = [value for kind, value in logic.process(message, 0, "events") if kind == "release"]
-    assert outputs
+    return [
+        value
+        for kind, value in WindowShardLogic(settings, 0).process(message, 0, "events")
+        if kind == "release"
+    ]
+
+
+def test_window_releases_are_shown_with_their_guarantee() -> None:
+    """A sliding-window job's ``WindowRelease`` (made by its shard logic) as the page shows it."""
+    from privstream.connectors.avro_codec import decode
+    from privstream.connectors.dashboard import DashboardState
+
+    outputs = window_releases()
+    assert len(outputs) == 6
     state = DashboardState(keep=2)
     for value in outputs:
         state.add_release(*decode(value))

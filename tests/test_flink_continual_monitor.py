@@ -10,13 +10,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from privstream.connectors.clients import free_port
 from privstream.connectors.produce import EventProducer
 from privstream.jobs.continual_monitor import ContinualConfig, start
 from privstream.operators.continual_logic import ContinualSettings, write_keys
 from privstream.operators.faults import TestFaults
 
 from privstream.partitioning import partition_for
-from tests.flink_fixtures import create_topic, fresh_name, read_distinct
+from tests.flink_fixtures import create_topic, fresh_name, privstream_metrics, read_distinct, wait_for_metrics
 from tests.test_continual_logic import core_releases
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -74,10 +75,13 @@ def released(bootstrap: str, config: ContinualConfig) -> list[list[tuple[int, in
     return [[(i["item"], i["count"]) for i in by_epoch[e]["items"]] for e in sorted(by_epoch)]
 
 
-def run(config: ContinualConfig) -> tuple[list[list[tuple[int, int]]], list[dict]]:
-    """Start the job, read its releases and updates, cancel it (it is unbounded). A replay after
-    the injected failure may show an aborted copy (this broker shows aborted records,
-    docs/stack-facts.md): each (node, step) must then be identical in every copy."""
+def run(
+    config: ContinualConfig, metrics: dict[str, float] | None = None
+) -> tuple[list[list[tuple[int, int]]], list[dict]]:
+    """Start the job, read its releases and updates (and, with ``metrics``, wait until the operators'
+    metrics show them through the REST API of ``config``'s ``rest.port``), cancel it (it is
+    unbounded). A replay after the injected failure may show an aborted copy (this broker shows
+    aborted records, docs/stack-facts.md): each (node, step) must then be identical in every copy."""
     client = start(config)
     try:
         got = released(config.bootstrap, config)
@@ -88,6 +92,10 @@ def run(config: ContinualConfig) -> tuple[list[list[tuple[int, int]]], list[dict
             NODES * STEPS,
             ignore=("update_time",),
         )
+        if metrics is not None:
+            port = int(dict(config.flink_conf)["rest.port"])
+            shown = wait_for_metrics("the REST API", lambda: privstream_metrics(port), metrics)
+            assert shown["stateBytes"] > 0
     finally:
         client.cancel().result()
     assert sorted(updates) == [
@@ -115,7 +123,11 @@ def test_bf_job_equals_core(flink_broker, tmp_path) -> None:
     config = job(
         flink_broker.bootstrap, topic, prefix, mode="bf", keys_dir=str(keys), delta=0.01, session=prefix
     )
-    got, updates = run(config)
+    config = replace(config, flink_conf=(("rest.port", str(free_port())),))
+    # the operators' metrics (no failure in this run): every event counted by its node, every
+    # node's step closed, every step released by the aggregator
+    events = sum(len(step) for node in per_node for step in node)
+    got, updates = run(config, {"eventsCounted": events, "epochsClosed": NODES * STEPS, "releases": STEPS})
     want, cells = core_releases(config.settings, per_node)
     assert got == want and any(want)
     assert sum(u["words"] for u in updates) == cells > 0  # every cell, zeros included, was sent

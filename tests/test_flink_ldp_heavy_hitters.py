@@ -27,10 +27,12 @@ from tests.flink_fixtures import (
     fields_but,
     fresh_name,
     one_per,
+    privstream_metrics,
     read_matching,
     read_topic,
     rest_get,
     trigger_checkpoint,
+    wait_for_metrics,
 )
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
@@ -102,6 +104,13 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         finally:
             sender.close()
         letters = read_topic(flink_broker.bootstrap, config.dlq_topic, expect=STALE, timeout_s=120)
+        # the server operator's metrics since the restore (a restarted task's counters start at 0):
+        # the stale reports dead-lettered, reports applied, releases written
+        shown = wait_for_metrics(
+            "the REST API", lambda: privstream_metrics(port),
+            {"deadLettered": STALE, "eventsCounted": lambda v: v > 0, "releases": lambda v: v > 0},
+        )  # fmt: skip
+        assert shown["stateBytes"] > 0
         last = max(r["state_version"] for r in releases)
         # version 0 twice (the launcher's, then the job's re-announcement on its first message)
         states = read_matching(

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
+from privstream.connectors.clients import free_port
 from privstream.jobs.sliding_window import SlidingWindowConfig, start
 from privstream.operators.faults import TestFaults
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
@@ -34,8 +35,10 @@ from tests.flink_fixtures import (
     fields_but,
     fresh_name,
     one_per,
+    privstream_metrics,
     read_distinct,
     read_topic,
+    wait_for_metrics,
 )
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
@@ -68,6 +71,7 @@ def _config(
         faults=TestFaults(fail_marker=str(tmp_path / "failed"), fail_after=fail_after),
         expose_states_topic=states_topic,
         run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
+        flink_conf=(("rest.port", str(free_port())),),
     )
 
 
@@ -97,6 +101,12 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
         letters = read_topic(bootstrap, config.dlq_topic, idle_s=0.5, timeout_s=20)
         ledger = read_topic(bootstrap, config.ledger_topic, idle_s=0.5, timeout_s=20)
         seconds = time.monotonic() - began
+        # the shard operators' metrics since the restart (a restarted task's counters start at 0)
+        port = int(dict(config.flink_conf)["rest.port"])
+        wait_for_metrics(
+            "the REST API", lambda: privstream_metrics(port),
+            {"eventsCounted": lambda v: v > 0, "releases": lambda v: v > 0, "stateBytes": lambda v: v > 0},
+        )  # fmt: skip
     finally:
         job.cancel().result()
     assert (tmp_path / "failed").exists()  # the failure did happen, in the second half of shard 0

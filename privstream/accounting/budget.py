@@ -66,6 +66,10 @@ class Budget:
     def to_dict(self) -> dict[str, float | str]:
         return {"kind": "dp", "epsilon": self.epsilon, "delta": self.delta}
 
+    def __str__(self) -> str:
+        """``(ε=1, δ=1e-06)``: how logs and messages show a budget."""
+        return f"(ε={self.epsilon:g}, δ={self.delta:g})"
+
 
 @dataclass(frozen=True)
 class ZCDPBudget:
