@@ -37,6 +37,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 EXIT_NOTHING_RELEASED = 3  #: exit status of a run that released nothing (all refused / dead-lettered)
+REST_PORT_TAKEN = "Could not start rest endpoint"  #: Flink's failure when the web UI's port is taken
 RELEASE_SCHEMAS = frozenset({"Release", "WindowRelease", "LdpRelease"})  #: what counts as a release
 WEB_UI_KEYS = ("rest.port", "rest.bind-port")  #: Flink options that already choose the REST port
 
@@ -488,6 +489,16 @@ def execute_reported(env: Any, plan: RunPlan, *, interval_s: float = 10.0) -> in
         env.execute(plan.flink_job_name)
     except KeyboardInterrupt:
         raise RunInterrupted(monitor.interrupted()) from None
+    except Exception as exc:
+        monitor.close()
+        if REST_PORT_TAKEN in str(exc) and plan.web_ui:  # the port was free when chosen, then taken
+            logger.error(
+                "error: Flink's web UI could not listen on %s (the port is taken): run again, or choose "
+                "a free port with --flink-conf rest.port=PORT",
+                plan.web_ui,
+            )
+            return 2
+        raise
     except BaseException:
         monitor.close()
         raise
