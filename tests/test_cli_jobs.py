@@ -8,7 +8,6 @@ continual-monitor's run id and metrics: tests/test_flink_continual_monitor.py.)"
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.flink_fixtures import clean_env, ctrl_c_reaches_the_child
-from tests.test_dashboard_browser import _committed, _Lines
+from tests.test_dashboard_browser import CliJob, _committed
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
@@ -75,18 +74,11 @@ def test_a_job_reports_its_run_and_stops_on_ctrl_c_with_one_line(
 ) -> None:
     bootstrap = kafka_broker.bootstrap
     command, produce, releases, count = job(bootstrap, unique_topic)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "privstream.cli", "run", *command, "--bootstrap", bootstrap,
-         "--checkpoint-interval", "500ms", "--progress-interval", "1s"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
-        env=clean_env(PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"),
-    )  # fmt: skip
-    try:
-        err = _Lines(process.stderr)
-        started = err.wait_for(
-            "the banner", lambda line: line.startswith(f"privstream: starting {command[0]} (run ")
-        )
-        run_id = started.split("(run ")[1].rstrip(")")
+    with CliJob(
+        [*command, "--bootstrap", bootstrap, "--checkpoint-interval", "500ms", "--progress-interval", "1s"]
+    ) as job:
+        err = job.err
+        run_id = job.run_id(command[0])
         err.wait_for("the output line", lambda line: f"releases → {releases}" in line)
         produce()
         published = _committed(bootstrap, releases, count)
@@ -95,14 +87,7 @@ def test_a_job_reports_its_run_and_stops_on_ctrl_c_with_one_line(
             f"progress with {count} releases",
             lambda line: line.startswith("privstream: progress: ") and f"{count} releases written" in line,
         )
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        assert process.wait(timeout=120) == 130
-        lines = err.join()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert not any("Traceback" in line for line in lines), lines[-30:]
+        lines = job.ctrl_c()
     last = published[-1].value
     where = (
         f"epoch {last['epoch']}"

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from privstream.operators.metrics import DESCRIPTIONS
 
-from tests.flink_fixtures import ctrl_c_reaches_the_child, privstream_metrics, wait_for_metrics
+from tests.flink_fixtures import clean_env, ctrl_c_reaches_the_child, privstream_metrics, wait_for_metrics
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -196,8 +196,6 @@ pytestmark = pytest.mark.kafka
 
 def _produce(bootstrap: str, topic: str, seed: int) -> None:
     """2,000 Zipf events in batches of 500 through ``privstream produce`` (one count epoch of the job)."""
-    from tests.flink_fixtures import clean_env
-
     done = subprocess.run(
         [sys.executable, "-m", "privstream.cli", "produce", "--bootstrap", bootstrap, "--topic", topic,
          "--generator", "zipf", "--param", "s=1.5", "--count", "2000", "--batch", "500", "--seed", str(seed),
@@ -267,6 +265,43 @@ def _prometheus_metrics(port: int) -> dict[str, float]:
     return totals
 
 
+class CliJob:
+    """``privstream run ARGS`` in a child process (a real Flink MiniCluster; the venv's bin on PATH,
+    SIGINT deliverable), its stderr drained into :attr:`err`; leaving the ``with`` block kills it if
+    it still runs. :meth:`ctrl_c` stops it as a user does."""
+
+    def __init__(self, args: list[str], **env: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "privstream.cli", "run", *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
+            env=clean_env(PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", **env),
+        )  # fmt: skip
+        self.err = _Lines(self.process.stderr)
+
+    def run_id(self, job: str) -> str:
+        """The run id its start banner names (waits for the banner)."""
+        started = self.err.wait_for(
+            "the banner", lambda line: line.startswith(f"privstream: starting {job} (run ")
+        )
+        return started.split("(run ")[1].rstrip(")")
+
+    def ctrl_c(self) -> list[str]:
+        """Ctrl-C: it must exit 130 with no traceback; returns its stderr lines."""
+        self.process.send_signal(signal.SIGINT)
+        assert self.process.wait(timeout=120) == 130
+        lines = self.err.join()
+        assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines), lines[-30:]
+        return lines
+
+    def __enter__(self) -> CliJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def _committed(bootstrap: str, topic: str, count: int) -> list[Any]:
     """The first ``count`` records on ``topic`` (read_committed; waits for them)."""
     from privstream.connectors.consume import read_topic
@@ -295,14 +330,12 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
     from privstream.connectors.clients import free_port
     from selenium.webdriver.common.by import By
 
-    from tests.flink_fixtures import clean_env
-
     bootstrap, releases, ledger = dashboard["bootstrap"], dashboard["releases"], dashboard["ledger"]
     events, prometheus_port = unique_topic("events"), free_port()
     _commit(bootstrap, [(events, None, b"not an Avro event")])  # dead-lettered with its reason
     _produce(bootstrap, events, seed=1)
     command = [
-        sys.executable, "-m", "privstream.cli", "run", "heavy-hitters", "--bootstrap", bootstrap,
+        "heavy-hitters", "--bootstrap", bootstrap,
         "--topic", events, "--epsilon", "1", "--delta", "1e-6", "--k", "16", "--epoch", "2000",
         "--releases-topic", releases, "--ledger-topic", ledger, "--dlq-topic", f"{events}-dlq",
         "--ledger-id", LEDGER_ID, "--checkpoint-interval", "500ms", "--progress-interval", "1s",
@@ -310,18 +343,9 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
         "--flink-conf", f"metrics.reporter.prom.factory.class={PROMETHEUS_FACTORY}",
         "--flink-conf", f"metrics.reporter.prom.port={prometheus_port}",
     ]  # fmt: skip
-    job = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_the_child,
-        env=clean_env(
-            PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", HADOOP_CLASSPATH=str(_prometheus_jar())
-        ),
-    )  # fmt: skip
-    try:
-        err = _Lines(job.stderr)
-        started = err.wait_for(
-            "the banner", lambda line: line.startswith("privstream: starting heavy-hitters (run ")
-        )
-        run_id = started.split("(run ")[1].rstrip(")")
+    with CliJob(command, HADOOP_CLASSPATH=str(_prometheus_jar())) as job:
+        err = job.err
+        run_id = job.run_id("heavy-hitters")
         web_ui = err.wait_for("the web UI", lambda line: "Flink web UI: http://" in line).split(
             "Flink web UI: "
         )[1]
@@ -396,14 +420,7 @@ def test_a_running_job_watched_in_the_dashboard_then_stopped_with_ctrl_c(
         assert shown["stateBytes"] > 0 and set(shown) <= set(DESCRIPTIONS)  # fixed names: no data in a name
         wait_for_metrics("Prometheus", lambda: _prometheus_metrics(prometheus_port), expected)
 
-        job.send_signal(signal.SIGINT)  # Ctrl-C
-        assert job.wait(timeout=120) == 130
-        lines = err.join()
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines), lines[-30:]
+        lines = job.ctrl_c()
     assert lines[-1] == (
         f"privstream run: stopped; releases committed up to epoch 1 (2 releases of run {run_id}) on "
         f"{releases!r} (privstream tail {releases} --run {run_id})"
