@@ -115,7 +115,8 @@ def _objective(epsilon: float, delta: float, ell: int, s2: Fraction, beta: float
 
 @pytest.mark.parametrize(
     ("epsilon", "delta", "ell"),
-    [(1.0, 1e-6, 4), (8.0, 1e-3, 1), (0.5, 1e-8, 16)],  # the second: the best σ is below 1
+    # the second: the best σ is below 1; the last: so large a δ that τ = 0 meets the condition
+    [(1.0, 1e-6, 4), (8.0, 1e-3, 1), (0.5, 1e-8, 16), (1.0, 0.9, 1)],
 )
 def test_calibration_is_the_best_sigma2_of_a_grid_and_reports_its_inputs(
     epsilon: float, delta: float, ell: int
@@ -127,6 +128,7 @@ def test_calibration_is_the_best_sigma2_of_a_grid_and_reports_its_inputs(
     τ + b — the calibration searches σ from 0.05 up, so a best σ below 1 is found."""
     p = calibrate_gshm(epsilon, delta, ell)
     assert (p.ell, p.epsilon, p.delta, p.beta) == (ell, epsilon, delta, 0.05)
+    assert (p.tau == 0) == (delta == 0.9)
     assert (p.sigma2 * 100).denominator == 1
     assert p.objective == p.tau + p.noise_bound == _objective(epsilon, delta, ell, p.sigma2)
     sigma, grid = 0.3, []
@@ -140,3 +142,15 @@ def test_calibration_is_the_best_sigma2_of_a_grid_and_reports_its_inputs(
 def test_calibration_refuses_a_non_integer_ell_naming_it() -> None:
     with pytest.raises(ValueError, match="^ell"):
         calibrate_gshm(1.0, 1e-6, 2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("delta", [1e-9, 1e-3, 0.9])
+@pytest.mark.parametrize("sigma2", [0.0025, 0.3, 7.5, 400.0])  # σ from 0.05 (where the search starts) to 20
+def test_smallest_tau_is_the_first_integer_meeting_the_condition(sigma2: float, delta: float) -> None:
+    """``smallest_tau_discrete`` against a plain bisection of the same condition over [0, 60σ + 20]
+    (None where no τ there meets it)."""
+    from privstream.mechanisms.gshm import gshm_delta_discrete, smallest_tau_discrete
+
+    top = int(60 * math.sqrt(sigma2)) + 20
+    expected = _first(lambda t: gshm_delta_discrete(1.0, sigma2, t, 4) <= delta, top)
+    assert smallest_tau_discrete(1.0, delta, 4, sigma2) == expected
