@@ -55,7 +55,7 @@ def run_scripts(scripts: dict[str, str], tmp_path: Path, **env: str) -> dict[str
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory, kafka_broker: Any) -> dict[str, str]:
-    """Every runnable example's stdout: the page's blocks 1, 2 and 4, the Kafka block 3 over a topic
+    """Every runnable example's stdout: the page's blocks 1, 2, 4, 5 and 6, the Kafka block 3 over a topic
     of 3,000 clicks on the embedded broker, :data:`EVENT_TIME_SCRIPT` and
     :data:`PUNCTUATED_AT_PARALLELISM_2` (one child, one JVM)."""
     from privstream.connectors.clients import kafka_producer
@@ -75,6 +75,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, kafka_broker: Any) -> dict
         "sliding_window": BLOCKS[4],
         "event_time": EVENT_TIME_SCRIPT.replace("ITEMS", repr(EVENT_TIME_ITEMS)),
         "punctuated": PUNCTUATED_AT_PARALLELISM_2,
+        "ldp": BLOCKS[5],
+        "sql": BLOCKS[6],
     }
     return run_scripts(
         scripts, tmp_path_factory.mktemp("docs-operators"),
@@ -89,8 +91,9 @@ def released(stdout: str) -> dict[int, str]:
 
 
 def test_the_page_has_the_examples_the_tests_run() -> None:
-    assert len(BLOCKS) == 5 and "from_collection" in BLOCKS[1] and "KafkaSource" in BLOCKS[3]
+    assert len(BLOCKS) == 7 and "from_collection" in BLOCKS[1] and "KafkaSource" in BLOCKS[3]
     assert "private_sliding_window" in BLOCKS[4] and "from_collection" in BLOCKS[4]
+    assert "private_ldp_heavy_hitters" in BLOCKS[5] and "private_top_items" in BLOCKS[6]
 
 
 @pytest.mark.flink
@@ -204,6 +207,82 @@ def test_event_time_windows_release_every_shard_at_every_punctuation(outputs: di
 def test_kafka_source_example(outputs: dict[str, str]) -> None:
     out = released(outputs["kafka"])
     assert out and any("('home', " in line for line in out.values()), out
+
+
+@pytest.mark.flink
+@pytest.mark.kafka
+def test_ldp_server_example_releases_the_heavy_items_every_1000_reports(outputs: dict[str, str]) -> None:
+    """Block 5: 3,000 CNR reports (ε = 2, d = 100, k = 5) → releases at epochs 1, 2 and 3, each of k
+    items with item 0 (≈ 26 % of the reports) first; the server published new state versions."""
+    lines = [re.sub(r"^\d+> ", "", line) for line in outputs["ldp"].splitlines()]
+    releases = {
+        int(m[1]): ast.literal_eval(m[2]) for line in lines if (m := re.fullmatch(r"epoch (\d+): (.*)", line))
+    }
+    assert sorted(releases) == [1, 2, 3], lines
+    for items in releases.values():
+        assert len(items) == 5 and items[0][0] == 0 and items[0][1] > 300, items
+    versions = [int(line.split()[-1]) for line in lines if line.startswith("state version ")]
+    assert versions and max(versions) > 0, lines
+
+
+@pytest.mark.flink
+@pytest.mark.kafka
+def test_sql_example_shows_every_window_of_the_schedule_with_its_guarantee(outputs: dict[str, str]) -> None:
+    """Block 6: windows [0, 2 s) .. [8 s, 10 s) of the schedule each appear — ``home`` (2/3 of the
+    clicks, 1 s .. 7 s) released where it has clicks, a NULL row for the empty last window — every
+    row with the guarantee; nothing else is released (each page-N has at most 15 clicks a window)."""
+    rows = [
+        [c.strip() for c in line.split("|")[2:-1]]
+        for line in outputs["sql"].splitlines()
+        if line.startswith("| +I")
+    ]
+    by_window: dict[int, list[tuple[str, str]]] = {}
+    for start, item, count, guarantee in rows:
+        by_window.setdefault(int(start), []).append((item, count))
+        assert guarantee.startswith("(ε, δ)-DP, ε=1, δ=1e-06"), guarantee
+    assert sorted(by_window) == [0, 2000, 4000, 6000, 8000], rows
+    assert by_window[8000] == [("<NULL>", "<NULL>")]
+    for start in (0, 2000, 4000, 6000):
+        assert [item for item, _ in by_window[start]] == ["home"], by_window
+
+
+@pytest.mark.flink
+def test_sql_bad_arguments_name_the_argument(env: Any) -> None:
+    from pyflink.table import StreamTableEnvironment
+
+    from privstream.flink import InMemoryLedger, private_top_items
+
+    t_env = StreamTableEnvironment.create(env)
+    t_env.create_temporary_view("two", t_env.from_elements([(1, 2)], ["item", "ts"]))
+    base = dict(
+        view="v",
+        epsilon=1.0,
+        delta=1e-6,
+        k=4,
+        window_ms=1000,
+        schedule=(0, 5000),
+        ledger=InMemoryLedger(1, 1e-6),
+    )
+    with pytest.raises(ValueError, match="^source: expected 3 columns"):
+        private_top_items(t_env, "SELECT item, ts FROM two", **base)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^view: expected a view name"):
+        private_top_items(t_env, "SELECT item, ts FROM two", **{**base, "view": "not a name"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^window_ms: expected an int >= 1"):
+        private_top_items(t_env, "SELECT item, ts FROM two", **{**base, "window_ms": 0})  # type: ignore[arg-type]
+
+
+@pytest.mark.flink
+def test_ldp_server_bad_arguments_name_the_argument(env: Any) -> None:
+
+    from privstream.flink import LdpServerSettings, private_ldp_heavy_hitters
+
+    stream = env.from_collection([b"x"])  # pickled elements
+    with pytest.raises(ValueError, match="^settings: expected an LdpServerSettings"):
+        private_ldp_heavy_hitters(stream, {"scheme": "cnr"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^reports: expected a pyflink DataStream"):
+        private_ldp_heavy_hitters([b"x"], None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^--epsilon: ε = 1e\\+308 is above 100"):
+        LdpServerSettings(scheme="cnr", epsilon=1e308, domain_size=9, k=2, deployment="d", warm_up=(1,))
 
 
 @pytest.fixture(scope="module")
@@ -507,3 +586,26 @@ def test_punctuated_epochs_keep_the_input_order_at_a_higher_parallelism(outputs:
     stdout = outputs["punctuated"]
     assert "rejected" not in stdout
     assert sorted(released(stdout)) == list(range(8))
+
+
+def test_sql_rows_of_a_release_state_its_guarantee_and_an_empty_one_a_null_row() -> None:
+    """The view's rows of a release (its items, each with the window of its epoch and the privacy
+    statement), and of an empty release (one row, item NULL): post-processing row by row."""
+    from dataclasses import replace
+
+    from privstream.accounting import Budget
+    from privstream.flink.sql import _Rows
+    from privstream.mechanisms import release
+    from privstream.noise import SeededRandomSource
+    from privstream.sketches import MisraGries
+
+    sketch = MisraGries(8)
+    sketch.update_batch(np.array([5] * 400 + [6] * 300))
+    full = replace(release(sketch, Budget(1.0, 1e-6), mechanism="pmg", rng=SeededRandomSource(1)), epoch=3)
+    rows = list(_Rows(2000)(full))
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [(6000, 8000, 3, "5"), (6000, 8000, 3, "6")]
+    assert [r[4] for r in rows] == [count for _, count in full.items]
+    assert all(r[8] == full.statement and r[7] == "pmg" for r in rows)
+    empty = replace(full, items=())
+    (row,) = _Rows(2000)(empty)
+    assert (row[3], row[4], row[8]) == (None, None, full.statement)

@@ -2,6 +2,8 @@
 
 >>> from privstream.flink import CountEpochs, InMemoryLedger, private_heavy_hitters
 >>> from privstream.flink import private_sliding_window
+>>> from privstream.flink import LdpServerSettings, private_ldp_heavy_hitters
+>>> from privstream.flink import private_top_items  # Table API / SQL
 
 Needs the ``flink`` extra (``pip install 'privstream[flink]'``); the core (``privstream`` without
 this package) never imports Flink. Each operator takes a ``DataStream`` of plain values or tuples and
@@ -14,9 +16,12 @@ from privstream.flink.heavy_hitters import (
     PrivateHeavyHitters,
     private_heavy_hitters,
 )
+from privstream.flink.ldp import PrivateLdpHeavyHitters, private_ldp_heavy_hitters
 from privstream.flink.sliding_window import PrivateSlidingWindow, private_sliding_window
+from privstream.flink.sql import private_top_items
 from privstream.flink.streams import Punctuation
 from privstream.operators.epochs import CountEpochs, TimeEpochs
+from privstream.operators.ldp_logic import LdpServerSettings
 from privstream.operators.release_logic import ReleaseRefusal
 from privstream.operators.sketch_operator import Rejected
 
@@ -24,12 +29,16 @@ __all__ = [
     "CountEpochs",
     "InMemoryLedger",
     "KafkaLedger",
+    "LdpServerSettings",
     "PrivateHeavyHitters",
+    "PrivateLdpHeavyHitters",
     "PrivateSlidingWindow",
     "Punctuation",
     "Rejected",
     "ReleaseRefusal",
     "TimeEpochs",
     "private_heavy_hitters",
+    "private_ldp_heavy_hitters",
     "private_sliding_window",
+    "private_top_items",
 ]

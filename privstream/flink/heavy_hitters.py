@@ -248,6 +248,7 @@ def _build(
         )
         .name(f"{name}: release + ledger")
         .set_parallelism(1)
+        .disable_chaining()  # see privstream.flink.streams.SIDE_OUTPUT_LEAK
     )
     entries = releases.get_side_output(LEDGER)
     if isinstance(ledger, KafkaLedger):

@@ -219,6 +219,7 @@ def _build(events: DataStream, settings: WindowSettings, name: str) -> tuple[Dat
         accepted.key_by(lambda e: e[0], key_type=Types.INT())
         .process(DPSWShardFunction(settings, name), output_type=PICKLED)
         .name(f"{name}: DPSW-Sketch per shard")
+        .disable_chaining()  # see privstream.flink.streams.SIDE_OUTPUT_LEAK
     )
     return releases, rejected_early.union(releases.get_side_output(REJECTED))
 

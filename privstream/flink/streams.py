@@ -18,6 +18,13 @@ from privstream.operators.sketch_operator import Rejected, TypedEvent
 
 PICKLED = Types.PICKLED_BYTE_ARRAY()
 
+#: Why every public operator whose process function also yields side outputs is built with
+#: ``disable_chaining()``: PyFlink 2.3 fuses a chained downstream Python function (e.g. the user's
+#: ``out.releases.map(...)`` at the same parallelism) into the operator, and the fused function then
+#: receives the side outputs' ``(OutputTag, value)`` tuples as if they were main-output elements
+#: (measured: a release stream at parallelism 1 followed by a flat_map got the ledger entries).
+SIDE_OUTPUT_LEAK = "chained Python functions receive the upstream's side outputs"
+
 
 class Punctuation(NamedTuple):
     """The public clock of time epochs and event-time windows, as an element of the stream: no later
