@@ -229,21 +229,22 @@ def test_ldp_server_example_releases_the_heavy_items_every_1000_reports(outputs:
 @pytest.mark.kafka
 def test_sql_example_shows_every_window_of_the_schedule_with_its_guarantee(outputs: dict[str, str]) -> None:
     """Block 6: windows [0, 2 s) .. [8 s, 10 s) of the schedule each appear — ``home`` (2/3 of the
-    clicks, 1 s .. 7 s) released where it has clicks, a NULL row for the empty last window — every
-    row with the guarantee; nothing else is released (each page-N has at most 15 clicks a window)."""
+    clicks, 1 s .. 7 s) released where it has clicks, an 'empty' row (item NULL) for the last window
+    — every row with the SQL relation's guarantee; nothing else is released (each page-N has at most
+    15 clicks a window)."""
     rows = [
         [c.strip() for c in line.split("|")[2:-1]]
         for line in outputs["sql"].splitlines()
         if line.startswith("| +I")
     ]
     by_window: dict[int, list[tuple[str, str]]] = {}
-    for start, item, count, guarantee in rows:
-        by_window.setdefault(int(start), []).append((item, count))
-        assert guarantee.startswith("(ε, δ)-DP, ε=1, δ=1e-06"), guarantee
+    for start, status, item, _count, guarantee in rows:
+        by_window.setdefault(int(start), []).append((status, item))
+        assert guarantee.startswith("(ε=1, δ=1e-06)-DP for this"), guarantee  # the print cuts it at 30
     assert sorted(by_window) == [0, 2000, 4000, 6000, 8000], rows
-    assert by_window[8000] == [("<NULL>", "<NULL>")]
+    assert by_window[8000] == [("empty", "<NULL>")]
     for start in (0, 2000, 4000, 6000):
-        assert [item for item, _ in by_window[start]] == ["home"], by_window
+        assert by_window[start] == [("released", "home")], by_window
 
 
 @pytest.mark.flink
@@ -253,7 +254,9 @@ def test_sql_bad_arguments_name_the_argument(env: Any) -> None:
     from privstream.flink import InMemoryLedger, private_top_items
 
     t_env = StreamTableEnvironment.create(env)
-    t_env.create_temporary_view("two", t_env.from_elements([(1, 2)], ["item", "ts"]))
+    t_env.create_temporary_view(
+        "rows3", t_env.from_elements([(1, 2, 3, 1.5, "x")], ["item", "u", "ts", "d", "s"])
+    )
     base = dict(
         view="v",
         epsilon=1.0,
@@ -263,12 +266,39 @@ def test_sql_bad_arguments_name_the_argument(env: Any) -> None:
         schedule=(0, 5000),
         ledger=InMemoryLedger(1, 1e-6),
     )
-    with pytest.raises(ValueError, match="^source: expected 3 columns"):
-        private_top_items(t_env, "SELECT item, ts FROM two", **base)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^view: expected a view name"):
-        private_top_items(t_env, "SELECT item, ts FROM two", **{**base, "view": "not a name"})  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^window_ms: expected an int >= 1"):
-        private_top_items(t_env, "SELECT item, ts FROM two", **{**base, "window_ms": 0})  # type: ignore[arg-type]
+    cases = [
+        ("SELECT item, ts FROM rows3", {}, "source: expected 3 columns"),
+        ("SELECT d, u, ts FROM rows3", {}, "source: expected an item column"),
+        ("SELECT item, u, s FROM rows3", {}, "source: expected an event-time column"),
+        ("SELECT item, u, ts FROM rows3", {"view": "not a name"}, "view: expected a view name"),
+        ("SELECT item, u, ts FROM rows3", {"window_ms": 0}, "window_ms: expected an int >= 1"),
+        (
+            "SELECT item, u, ts FROM rows3",
+            {"schedule": (500, 5000)},
+            "schedule: expected .* multiples of window_ms",
+        ),
+        ("SELECT item, u, ts FROM rows3", {"epsilon": 1e308}, "epsilon: ε = 1e\\+308 is above 100"),
+    ]
+    for query, change, message in cases:
+        with pytest.raises(ValueError, match=f"^{message}"):
+            private_top_items(t_env, query, **{**base, **change})  # type: ignore[arg-type]
+
+
+def test_sql_reads_every_event_time_type_as_utc_milliseconds() -> None:
+    """BIGINT ms as is; TIMESTAMP_LTZ (an Instant) by its epoch milliseconds; TIMESTAMP (naive) as
+    UTC; the user column is never passed on (the unit is one row)."""
+    from datetime import datetime
+
+    from pyflink.common import Row
+    from pyflink.common.time import Instant
+
+    from privstream.flink.sql import _event
+
+    when = 1_700_000_123_456
+    assert _event(Row("a", 7, when)) == ("a", None, when)
+    assert _event(Row("a", 7, Instant.of_epoch_milli(when))) == ("a", None, when)
+    naive = datetime(2023, 11, 14, 22, 15, 23, 456000)  # = when in UTC
+    assert _event(Row(5, None, naive)) == (5, None, when)
 
 
 @pytest.mark.flink
@@ -589,8 +619,8 @@ def test_punctuated_epochs_keep_the_input_order_at_a_higher_parallelism(outputs:
 
 
 def test_sql_rows_of_a_release_state_its_guarantee_and_an_empty_one_a_null_row() -> None:
-    """The view's rows of a release (its items, each with the window of its epoch and the privacy
-    statement), and of an empty release (one row, item NULL): post-processing row by row."""
+    """The view's rows of a release (its items, each with the window of its epoch and the SQL
+    relation's guarantee), and of an empty release (one row, item NULL): post-processing row by row."""
     from dataclasses import replace
 
     from privstream.accounting import Budget
@@ -602,10 +632,14 @@ def test_sql_rows_of_a_release_state_its_guarantee_and_an_empty_one_a_null_row()
     sketch = MisraGries(8)
     sketch.update_batch(np.array([5] * 400 + [6] * 300))
     full = replace(release(sketch, Budget(1.0, 1e-6), mechanism="pmg", rng=SeededRandomSource(1)), epoch=3)
-    rows = list(_Rows(2000)(full))
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [(6000, 8000, 3, "5"), (6000, 8000, 3, "6")]
-    assert [r[4] for r in rows] == [count for _, count in full.items]
-    assert all(r[8] == full.statement and r[7] == "pmg" for r in rows)
-    empty = replace(full, items=())
-    (row,) = _Rows(2000)(empty)
-    assert (row[3], row[4], row[8]) == (None, None, full.statement)
+    rows = list(_Rows(2000, (0, 10_000))(full))
+    assert [tuple(r[:5]) for r in rows] == [
+        (6000, 8000, 3, "released", "5"),
+        (6000, 8000, 3, "released", "6"),
+    ]
+    assert [r[5] for r in rows] == [count for _, count in full.items]
+    guarantee = rows[0][9]
+    assert guarantee.startswith("(ε=1, δ=1e-06)-DP for this window (pmg); unit: one row of the source query")
+    assert "windows of 2000 ms on the declared schedule [0, 10000) ms" in guarantee
+    (row,) = _Rows(2000, (0, 10_000))(replace(full, items=()))
+    assert (row[3], row[4], row[5], row[9]) == ("empty", None, None, guarantee)

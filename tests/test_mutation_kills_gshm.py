@@ -154,3 +154,45 @@ def test_smallest_tau_is_the_first_integer_meeting_the_condition(sigma2: float, 
     top = int(60 * math.sqrt(sigma2)) + 20
     expected = _first(lambda t: gshm_delta_discrete(1.0, sigma2, t, 4) <= delta, top)
     assert smallest_tau_discrete(1.0, delta, 4, sigma2) == expected
+
+
+def _theorem_8_5_terms(epsilon: float, sigma2: float, tau: int, ell: int) -> dict[object, float]:
+    """Thm 8.5's right-hand side term by term, written out here from the paper with plain loops:
+    1 − p^l; for each j, 1 − p^{l−j} + p^{l−j}·δ_j(ε − γ_j) and δ_j(ε + γ_j); γ_j = (l − j)·ln p,
+    p = 1 − Pr[Y >= τ], δ_j the ρ = j/(2σ²) zCDP profile (the module's conservative discrete bound)."""
+    from privstream.mechanisms.gshm import zcdp_profile
+    from privstream.noise.distributions import discrete_gaussian_tail
+
+    p = 1 - discrete_gaussian_tail(tau, sigma2)
+    terms: dict[object, float] = {"none kept": 1 - p**ell}
+    for j in range(1, ell + 1):
+        gamma, rest = (ell - j) * math.log(p), p ** (ell - j)
+        terms[("kept", j)] = (1 - rest) + rest * float(zcdp_profile(j / (2 * sigma2), epsilon - gamma))
+        terms[("shifted", j)] = float(zcdp_profile(j / (2 * sigma2), epsilon + gamma))
+    return terms
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "sigma2", "tau", "ell", "binding"),
+    [
+        (1.0, 50.0, 10, 4, "none kept"),  # τ too low: the no-key-kept term decides
+        (1.0, 50.0, 40, 4, None),  # the usual case: j = l, where the two per-j terms coincide (γ = 0)
+        (0.5, 200.0, 60, 16, None),
+        (0.05, 1.0, 1, 2, "shifted"),  # small ε and τ: δ_j(ε + γ_j) at j < l decides
+    ],
+)
+def test_the_delta_condition_is_theorem_8_5_term_by_term(
+    epsilon: float, sigma2: float, tau: int, ell: int, binding: str | None
+) -> None:
+    """gshm_delta_discrete is the largest of Thm 8.5's terms; where ``binding`` is named, that kind
+    of term is strictly the largest (so dropping or changing it changes δ)."""
+    from privstream.mechanisms.gshm import gshm_delta_discrete
+
+    terms = _theorem_8_5_terms(epsilon, sigma2, tau, ell)
+    largest = max(terms.values())
+    if binding is not None:
+        kind = {key: key if isinstance(key, str) else key[0] for key in terms}
+        mine = max(v for key, v in terms.items() if kind[key] == binding)
+        others = max(v for key, v in terms.items() if kind[key] != binding)
+        assert mine == largest and mine > others * 1.001
+    assert gshm_delta_discrete(epsilon, sigma2, tau, ell) == pytest.approx(largest, rel=1e-9)

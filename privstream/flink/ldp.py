@@ -10,11 +10,11 @@ and the rejected reports with their reasons.
 
 The privacy guarantee is local: every report is ε-LDP on its client, so everything the server does
 is post-processing — no ledger, no noise drawn for privacy. Relation: any two items of one report
-(one client's item at one time), every other report unchanged (``LdpRelease.neighbour_relation``);
+(one client's item at one time), every other client's input unchanged (``LdpRelease.neighbour_relation``);
 the public warm-up items are not covered (``warm_up_items`` in each release). The server itself is
 the ``ldp-heavy-hitters`` job's: :class:`~privstream.operators.ldp_operator.LdpServerFunction` over
 :class:`~privstream.operators.ldp_logic.LdpServerLogic`, one server in keyed state (one key), its
-decays drawn from a key per call (:attr:`LdpServerSettings.noise_key`) and the report count, so a
+decays drawn from the settings' secret key (:attr:`LdpServerSettings.noise_key`) and the report count, so a
 replay after a restore redraws them identically.
 
 Before the first report, give the clients the server's state version 0
