@@ -432,9 +432,7 @@ class RunMonitor:
     def finish(self, *, idle_s: float = 2.0, timeout_s: float = 60.0) -> RunCounts:
         """Stop the thread, read the topics until nothing arrived for ``idle_s`` (a bounded run has
         committed everything when ``execute`` returns), log the summary, close; returns the counts."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._stop_thread()
         start = last = time.monotonic()
         while time.monotonic() - last < idle_s and time.monotonic() - start < timeout_s:
             if self.poll():
@@ -446,9 +444,7 @@ class RunMonitor:
 
     def interrupted(self) -> str:
         """After Ctrl-C: stop the thread, read what is committed now, close; the one line to print."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._stop_thread()
         try:
             self.poll()
         except Exception as exc:  # the broker may be gone too: say what was read before
@@ -456,11 +452,15 @@ class RunMonitor:
         self.close()
         return interrupted_line(self.plan, self.counts)
 
-    def close(self) -> None:
-        """Stop the thread, then the readers (idempotent)."""
+    def _stop_thread(self) -> None:
+        """Stop the background reader thread and wait for it (idempotent; not from the thread itself)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
+
+    def close(self) -> None:
+        """Stop the thread, then the readers (idempotent)."""
+        self._stop_thread()
         for reader in self._readers:
             reader.close()
         self._readers = []
