@@ -33,6 +33,14 @@ _COMPOSITIONS = {
 }
 
 
+def _describe_composition(composition: str) -> str:
+    """The composition rule in words; a partitioned one (``parallel_epochs/time:60000ms``) names its
+    epoch boundaries."""
+    rule, _, partition = composition.partition("/")
+    text = _COMPOSITIONS.get(rule, rule)
+    return f"{text}; epochs {partition}" if partition else text
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="ledger_command", required=True)
     show = sub.add_parser("show", help="spent and remaining budget, and the charges over time")
@@ -89,7 +97,7 @@ def show_lines(history: LedgerHistory) -> list[str]:
     lines = [
         f"ledger {history.ledger_id!r} on topic {history.topic!r}: {len(history.charges)} charges read, "
         f"head #{state.sequence}, chain verified",
-        f"  composition: {_COMPOSITIONS.get(state.composition, state.composition)}",
+        f"  composition: {_describe_composition(state.composition)}",
     ]
     for label, amounts in (
         ("total", total),

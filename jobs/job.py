@@ -118,7 +118,7 @@ class HeavyHittersJob:
         ledger = read_ledger(
             config.bootstrap,
             config.ledger_topic,
-            new_ledger(config.release, config.spec),
+            new_ledger(config.release, config.spec, config.policy),
             job_name=config.job_name,
             timeout_s=config.ledger_timeout.total_seconds(),
             lease_s=config.ledger_lease.total_seconds(),

@@ -134,6 +134,11 @@ class CountEpochs:
     def describe(self) -> str:
         return f"count:{self.size}"
 
+    @property
+    def ledger_partition(self) -> str:
+        """The epoch boundaries a parallel ledger is bound to (:func:`~privstream.accounting.parallel_epochs`)."""
+        return f"count:{self.size}"
+
     def neighbour_relation(self, mechanism_relation: NeighbourRelation) -> NeighbourRelation:
         """Adding or removing one record would shift every later epoch (and the number of epochs
         would reveal n), so the release holds for *replacing* one record at a fixed position of one
@@ -188,6 +193,11 @@ class TimeEpochs:
 
     def describe(self) -> str:
         return f"time:{self.length_ms}ms,lateness:{self.lateness_ms}ms,closed-by:punctuation"
+
+    @property
+    def ledger_partition(self) -> str:
+        """The epoch boundaries a parallel ledger is bound to (lateness moves no boundary)."""
+        return f"time:{self.length_ms}ms"
 
     def neighbour_relation(self, mechanism_relation: NeighbourRelation) -> NeighbourRelation:
         """The mechanism's add/remove relation, per time epoch: one event changes only its own epoch."""

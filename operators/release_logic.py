@@ -50,7 +50,7 @@ from privstream.operators.epochs import EpochPolicy, TimeEpochs
 from privstream.operators.shard_logic import MergedEpoch
 from privstream.operators.sketch_spec import SketchSpec
 
-from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced
+from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced, parallel_epochs
 from privstream.mechanisms.release_types import Release
 from privstream.noise.rng import KeyedRandomSource, RandomSource, SeededRandomSource
 
@@ -118,7 +118,9 @@ class EpochReleaser:
         self.spec = spec
         self.policy = policy
         self.noise_key = noise_key
-        self.ledger = PrivacyLedger.from_bytes(ledger_bytes) if ledger_bytes else new_ledger(config, spec)
+        self.ledger = (
+            PrivacyLedger.from_bytes(ledger_bytes) if ledger_bytes else new_ledger(config, spec, policy)
+        )
 
     def _rng(self, merged: MergedEpoch) -> RandomSource | None:
         """The epoch's noise source. The keyed source's context binds the epoch, the exact merged
@@ -233,10 +235,13 @@ BUDGET_EXHAUSTED = "budget exhausted"  #: ``ReleaseRefused.reason`` when the led
 _EXHAUSTED_LOGGED: set[str] = set()  # ledger ids whose exhaustion this process has logged as an error
 
 
-def new_ledger(config: ReleaseConfig, spec: SketchSpec) -> PrivacyLedger:
+def new_ledger(config: ReleaseConfig, spec: SketchSpec, policy: EpochPolicy) -> PrivacyLedger:
     """The empty ledger of a job: ``config``'s id and total; an event-level job's disjoint epochs
-    compose in parallel, a user-level job's sequentially (users recur across epochs)."""
-    composition = "sequential" if spec.user_sets else "parallel_epochs"
+    compose in parallel, a user-level job's sequentially (users recur across epochs). A parallel
+    ledger names ``policy``'s epoch boundaries (:func:`~privstream.accounting.parallel_epochs`), so
+    a graph that cuts epochs differently cannot charge it: epoch numbers of two partitions are not
+    the same slices of the data."""
+    composition = "sequential" if spec.user_sets else parallel_epochs(policy.ledger_partition)
     total = Budget(config.total_epsilon, config.total_delta)
     return PrivacyLedger(total, composition=composition, ledger_id=config.ledger_id)
 

@@ -162,7 +162,10 @@ def test_injected_failure_restores_exactly_once(flink_broker, hh_reference_run: 
     config = job_config(phased.stream, prefix)
     with pytest.raises(LedgerUnavailable, match=f"another job with ledger id '{config.release.ledger_id}'"):
         read_ledger(
-            flink_broker.bootstrap, config.ledger_topic, new_ledger(config.release, config.spec), lease_s=3.0
+            flink_broker.bootstrap,
+            config.ledger_topic,
+            new_ledger(config.release, config.spec, config.policy),
+            lease_s=3.0,
         )
     phased.rest()  # shard 0 passes 14000 events: the operator throws once, Flink restores a checkpoint
     client.get_job_execution_result().result()

@@ -57,7 +57,7 @@ def config(kafka_broker: Any) -> HeavyHittersConfig:
 
 
 def _empty(config: HeavyHittersConfig) -> PrivacyLedger:
-    return new_ledger(config.release, config.spec)
+    return new_ledger(config.release, config.spec, config.policy)
 
 
 def _read(config: HeavyHittersConfig, timeout_s: float = 10.0) -> Any:
@@ -342,7 +342,10 @@ def test_an_exhausted_budget_stops_releases_not_the_job(hh_stream: Any) -> None:
     assert len({f["nonce"] for f in fences}) == 2  # one writer per start
     assert len(beats) >= 2  # the first run's fence and its release operator's heartbeats
     after = read_ledger(
-        config.bootstrap, config.ledger_topic, new_ledger(config.release, config.spec), lease_s=3.0
+        config.bootstrap,
+        config.ledger_topic,
+        new_ledger(config.release, config.spec, config.policy),
+        lease_s=3.0,
     )
     state = PrivacyLedger.from_bytes(after.state)
     assert state.sequence == 3 and state.spent() == Budget(1.0, 1e-6)  # the chain verifies

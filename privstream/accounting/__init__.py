@@ -16,7 +16,9 @@ from privstream.accounting.ledger import (
     LedgerFormatError,
     PrivacyLedger,
     RunningTotals,
+    is_parallel,
     most_advanced,
+    parallel_epochs,
 )
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "PrivacyLedger",
     "RunningTotals",
     "ZCDPBudget",
+    "is_parallel",
+    "parallel_epochs",
     "compose_parallel",
     "compose_sequential",
     "dp_to_zcdp",

@@ -63,6 +63,39 @@ _ENTRY_FORMAT = "privstream-ledger-entry"
 _VERSION = 2
 _MAGIC = b"PSLEDGER"
 _COMPOSITIONS = ("sequential", "parallel_epochs")
+PARALLEL = "parallel_epochs"
+
+
+def parallel_epochs(partition: str) -> str:
+    """The composition of a ledger whose epochs are cut by ``partition`` (a public description of
+    the epoch boundaries, e.g. ``"time:60000ms"`` or ``"count:1000"``): ``parallel_epochs/<partition>``.
+
+    Epoch numbers only name disjoint data under one partition: epoch 3 of 1-minute epochs and
+    epoch 3 of 10-minute epochs are different time slices, so a ledger that took charges from both
+    would compose overlapping data in parallel and under-count. The partition is part of the
+    ledger's identity (its genesis hash and every entry), so a graph with another partition cannot
+    charge an existing ledger: :func:`~privstream.connectors.ledger_topic.read_ledger` refuses it
+    (fail closed) and names both."""
+    if not isinstance(partition, str) or not partition or not partition.isprintable():
+        raise ValueError(f"partition must be a non-empty printable string, got {partition!r}")
+    return f"{PARALLEL}/{partition}"
+
+
+def is_parallel(composition: str) -> bool:
+    """Whether ``composition`` composes disjoint epochs in parallel (with or without a partition)."""
+    return composition == PARALLEL or composition.startswith(PARALLEL + "/")
+
+
+def valid_composition(composition: object) -> bool:
+    """One of :data:`_COMPOSITIONS`, or ``parallel_epochs/<partition>`` with a printable partition."""
+    if not isinstance(composition, str):
+        return False
+    rule, slash, partition = composition.partition("/")
+    return composition in _COMPOSITIONS or (
+        rule == PARALLEL and bool(partition) and composition.isprintable()
+    )
+
+
 _KINDS: dict[str, type[Budget] | type[ZCDPBudget]] = {"dp": Budget, "zcdp": ZCDPBudget}
 MIGRATED = "migrated"  #: mechanism of the entry a version-1 state is migrated into
 
@@ -150,7 +183,7 @@ class RunningTotals:
 
     def after(self, charge: Amounts, epoch: int | None, composition: str) -> RunningTotals:
         """The totals once ``charge`` (for ``epoch``) is added under ``composition``."""
-        if composition == "sequential" or epoch is None:
+        if not is_parallel(composition) or epoch is None:
             return RunningTotals(
                 _add(self.everywhere, charge), self.closed_max, self.current_epoch, self.current
             )
@@ -300,7 +333,7 @@ class LedgerEntry:
                 not all(isinstance(v, str) for v in strings.values())
                 or not strings["ledger_id"]
                 or not isinstance(data["hash"], str)
-                or data["composition"] not in _COMPOSITIONS
+                or not valid_composition(data["composition"])
             ):
                 raise LedgerFormatError("ledger entry: malformed text fields or composition")
             budget = _budget_of(data["charge"], "entry charge")
@@ -357,8 +390,11 @@ class PrivacyLedger:
     ) -> None:
         if not isinstance(total, Budget | ZCDPBudget):
             raise TypeError(f"total must be a Budget or ZCDPBudget, not {type(total).__name__}")
-        if composition not in _COMPOSITIONS:
-            raise ValueError(f"composition must be one of {_COMPOSITIONS}, got {composition!r}")
+        if not valid_composition(composition):
+            raise ValueError(
+                f"composition must be one of {_COMPOSITIONS} or parallel_epochs('<partition>'), "
+                f"got {composition!r}"
+            )
         if ledger_id is not None and (not isinstance(ledger_id, str) or not ledger_id):
             raise ValueError(f"ledger_id must be a non-empty string, got {ledger_id!r}")
         if not isinstance(writer, str):

@@ -161,13 +161,18 @@ def private_heavy_hitters(
     problem = spec.mechanism_problem(mechanism, Budget(epsilon, delta))
     if problem is not None:
         raise ValueError(f"{'/'.join(problem[0])}: {problem[1]}")
-    initial, lease = _initial_ledger(ledger, config, spec)
+    initial, lease = _initial_ledger(ledger, config, spec, epochs)
     return _build(events, spec, config, epochs, initial, lease, schedule, shards, name, ledger)
 
 
-def _initial_ledger(ledger: InMemoryLedger | KafkaLedger, config: ReleaseConfig, spec: SketchSpec) -> Any:
+def _initial_ledger(
+    ledger: InMemoryLedger | KafkaLedger,
+    config: ReleaseConfig,
+    spec: SketchSpec,
+    epochs: CountEpochs | TimeEpochs,
+) -> Any:
     """The ledger's starting state and, for a Kafka ledger, the lease of this graph's writer."""
-    empty = new_ledger(config, spec)
+    empty = new_ledger(config, spec, epochs)
     if isinstance(ledger, InMemoryLedger):
         return empty.to_bytes(), None
     from privstream.connectors.ledger_lease import LedgerLease

@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from privstream.accounting import Budget, PrivacyLedger
+from privstream.accounting import Budget, PrivacyLedger, is_parallel
 from privstream.mechanisms.builtin import BUILTIN
 from privstream.mechanisms.domain_topk import DeclaredDomain, Domain, declared_domain
 from privstream.mechanisms.registry import (
@@ -149,7 +149,7 @@ def _check_ledger(ledger: PrivacyLedger | None, build: Build, epoch: int | None)
             "charged as (ε, δ) Budgets; use a ledger with an (ε, δ) Budget total "
             "(convert a zCDP allowance with accounting.zcdp_to_dp)"
         )
-    if ledger.composition == "parallel_epochs":
+    if is_parallel(ledger.composition):
         if build.guarantees.user_level:
             raise ValueError(
                 f"ledger: a user-level ({build.name}) release needs composition='sequential'; "
