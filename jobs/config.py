@@ -8,7 +8,8 @@ derived from it: :attr:`~HeavyHittersConfig.spec`, :attr:`~HeavyHittersConfig.po
 :attr:`~HeavyHittersConfig.release`.
 
 :class:`TestHooks` (deterministic noise, an injected failure, the pre-noise sketches topic) are TESTS ONLY and no option sets them:
-tests pass them to :class:`privstream.jobs.job.HeavyHittersJob`.
+tests pass them to :class:`privstream.jobs.job.HeavyHittersJob`. They live in
+:mod:`privstream.operators.test_hooks` (the one switch the operators take) and are re-exported here.
 
 Dependency order of the job modules: ``config`` ← ``pipeline`` ← ``job`` ← ``heavy_hitters`` (the
 command line) ← ``cli`` / ``quickstart``.
@@ -29,12 +30,11 @@ from privstream.operators.epochs import (
     EpochPolicy,
     TimeEpochs,
 )
-from privstream.operators.faults import TestFaults
 from privstream.operators.release_logic import ReleaseConfig
 from privstream.operators.sketch_spec import RELEASE_MODES, SHARD_KEYS, SketchSpec, kind_for
+from privstream.operators.test_hooks import TestHooks as TestHooks  # re-exported: tests import it from here
 
 from privstream.mechanisms import registry
-from privstream.noise.rng import KeyedRandomSource
 from privstream.validation import check_privacy_bound
 
 
@@ -98,34 +98,6 @@ def _sql_value(option: str, value: str) -> None:
         sql_option_value(value, option)  # its message starts with the name it is given
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class TestHooks:
-    """TESTS ONLY, never set by an option: ``noise_seed`` makes release noise deterministic (a public
-    seed: no privacy); ``fail_marker``/``fail_after`` make the sketch operator fail once, after
-    ``fail_after`` events of shard 0 (:class:`~privstream.operators.faults.TestFaults`);
-    ``expose_sketches_topic`` also publishes the merged PRE-NOISE sketches to that topic (NOT
-    private: tests and audits only); ``submission_key`` replaces the launcher's per-submission
-    CSPRNG noise key (a known key: no privacy), so a test can tell which key a release used."""
-
-    __test__ = False  # not a pytest test class
-
-    noise_seed: int | None = None
-    fail_marker: str | None = None
-    fail_after: int = 0
-    expose_sketches_topic: str | None = None
-    submission_key: bytes | None = None
-
-    def __post_init__(self) -> None:
-        if self.submission_key is not None and len(self.submission_key) < KeyedRandomSource.MIN_KEY_BYTES:
-            raise ValueError(f"submission_key: at least {KeyedRandomSource.MIN_KEY_BYTES} bytes")
-        if self.expose_sketches_topic is not None:
-            _topic("expose_sketches_topic", self.expose_sketches_topic)
-
-    @property
-    def faults(self) -> TestFaults:
-        return TestFaults(self.fail_marker, self.fail_after)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
 from privstream.jobs.run_report import add_progress_option
 from privstream.operators.continual_logic import MODES, ContinualSettings
-from privstream.operators.faults import TestFaults
+from privstream.operators.test_hooks import TestHooks
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,8 @@ class ContinualConfig:
     restore_from: str | None = None
     job_name: str = "privstream-continual-monitor"
     flink_conf: tuple[tuple[str, str], ...] = ()
-    faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
+    #: TESTS ONLY (programmatic, no option): seeded noise keys, an injected failure
+    hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
 
@@ -87,6 +88,8 @@ def build(env: Any, config: ContinualConfig) -> None:
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 
+    if config.hooks.noise_seed is not None:
+        logger.warning("TEST HOOK: node noise is deterministic (noise seed %s)", config.hooks.noise_seed)
     create_topics(
         config.bootstrap,
         [TopicSpec(config.updates_topic), TopicSpec(config.releases_topic), TopicSpec(config.dlq_topic)],
@@ -98,7 +101,7 @@ def build(env: Any, config: ContinualConfig) -> None:
     )
     updates = (
         events.key_by(lambda r: r[1], key_type=Types.INT())
-        .process(ContinualNodeFunction(config.settings, config.topic, config.faults), output_type=BYTES)
+        .process(ContinualNodeFunction(config.settings, config.topic, config.hooks), output_type=BYTES)
         .uid("continual-node")
         .name("node: PCC + protocol (keyed by partition)")
     )

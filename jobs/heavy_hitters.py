@@ -13,7 +13,8 @@ Pipeline (PyFlink DataStream; see ``docs/stack-facts.md``)::
     KafkaSource(events, raw bytes + partition + offset)          offsets in checkpoints
       → key_by(partition) → ShardSketchFunction                  keyed state = epoch sketches
             └─ side output: dead letters → <topic>-dlq           (undecodable, late, rejected)
-      → key_by(0) → EpochMergeFunction                            fixed shard-id order merge
+      → key_by(0) → EpochCombineFunction                         shard sketches in shard-id order
+                                                                 (per shard) or their fixed-order merge
       → key_by(0) → ReleaseFunction                               ledger in state, release entry point
             ├─ main: Avro Release (ReleaseRefused once the budget is exhausted) → releases
             │                                                     KafkaSink EXACTLY_ONCE

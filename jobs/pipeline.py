@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import replace
 from typing import Any
 
 from privstream.connectors.ledger_lease import LedgerLease
@@ -79,7 +78,7 @@ def build_pipeline(
     hooks: TestHooks,
     run_id: str | None = None,
 ) -> None:
-    """Add source → sketch → merge → release → sinks to ``env``: ``shards`` partitions read up to
+    """Add source → sketch → combine → release → sinks to ``env``: ``shards`` partitions read up to
     ``stop_offsets`` (None: unbounded), the ledger starting from ``initial_ledger`` (reconciled with
     restored state: see ``ReleaseFunction``), ``hooks`` for tests only, ``run_id`` stamped into every
     release and dead letter (:func:`~privstream.operators.kafka_io.stamped`; None: not stamped).
@@ -88,8 +87,8 @@ def build_pipeline(
     not read (it would forget spent budget)."""
     if not isinstance(initial_ledger, bytes) or not initial_ledger:
         raise ValueError("initial_ledger: read the ledger topic to its end first (read_ledger); got none")
+    from privstream.operators.combine_operator import EpochCombineFunction
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
-    from privstream.operators.merge_operator import EpochMergeFunction
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
     from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
     from pyflink.common import Types
@@ -115,7 +114,9 @@ def build_pipeline(
     dead_letters = shard_sketches.get_side_output(DEAD_LETTERS)
     merged = (
         shard_sketches.key_by(lambda _: 0, key_type=Types.INT())
-        .process(EpochMergeFunction(shards, config.spec))
+        .process(EpochCombineFunction(shards, config.spec))
+        # uid and name kept from before the rename to EpochCombineFunction: savepoints map this
+        # operator's state by its uid ("epoch-merge"), so changing it would orphan restored state
         .uid("epoch-merge")
         .name("fixed-order merge")
         .set_parallelism(1)
@@ -124,11 +125,11 @@ def build_pipeline(
         merged.key_by(lambda _: 0, key_type=Types.INT())
         .process(
             ReleaseFunction(
-                replace(config.release, noise_seed=hooks.noise_seed),
+                config.release,
                 config.spec,
                 config.policy,
                 initial_ledger,
-                expose_sketches=bool(hooks.expose_sketches_topic),
+                hooks=hooks,  # TESTS ONLY: seeded noise, the pre-noise sketches side output
                 lease=ledger_lease(config, PrivacyLedger.from_bytes(initial_ledger).writer),
                 submission_key=hooks.submission_key or new_noise_key(),
             ),

@@ -149,7 +149,7 @@ def _release_bar(
     little larger: β split over the shards.)"""
     from privstream.jobs.config import HeavyHittersConfig
     from privstream.operators.release_logic import EpochReleaser, ReleaseRefusal
-    from privstream.operators.shard_logic import MergedEpoch
+    from privstream.operators.shard_logic import EpochReleaseInput
 
     config = HeavyHittersConfig(
         epsilon=epsilon,
@@ -162,7 +162,7 @@ def _release_bar(
         mechanism=mechanism,
     )
     releaser = EpochReleaser(config.release, config.spec, config.policy)
-    outcome, _ = releaser.decide(MergedEpoch(0, config.spec.combine({}, 1), 1))
+    outcome, _ = releaser.decide(EpochReleaseInput(0, config.spec.combine({}, 1), 1))
     assert outcome is not None and not isinstance(outcome, ReleaseRefusal)  # a fresh ledger
     return float(outcome.error_bound.below), str(outcome.mechanism)
 

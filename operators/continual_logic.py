@@ -40,6 +40,7 @@ from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
 from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, Payload, PayloadError, WatermarkPayload
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.continual import PCC, LazyUpdateAggregator, LazyUpdateNode, Message
 from privstream.continual.blocks import check_lambda, pcc_params
@@ -83,7 +84,6 @@ class ContinualSettings:
     #: labels unique across runs
     session: str = ""
     noise_secret: str = ""  #: hex; the nodes' noise keys derive from it ("": the launcher draws one)
-    noise_seed: int | None = None  #: TESTS ONLY: replay-stable noise from a public seed
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -166,13 +166,14 @@ class ContinualSettings:
             window_items=self.window_items,
         )
 
-    def noise_key(self, node: int) -> bytes | None:
+    def noise_key(self, node: int, hooks: TestHooks | None = None) -> bytes | None:
         """Node ``node``'s PCC noise key: SHA-256 of the secret ``noise_secret`` and the node, or
-        (TESTS ONLY) of the public ``noise_seed``; None if neither is set (a fresh key)."""
+        (TESTS ONLY) of ``hooks``' public ``noise_seed``; None if neither is set (a fresh key)."""
         import hashlib
 
-        if self.noise_seed is not None:
-            return hashlib.sha256(f"privstream-test-continual:{self.noise_seed}:{node}".encode()).digest()
+        seeded = None if hooks is None else hooks.continual_noise_key(node)
+        if seeded is not None:  # TESTS ONLY: a public seed
+            return seeded
         if self.noise_secret:
             return hashlib.sha256(bytes.fromhex(self.noise_secret) + b":node:" + str(node).encode()).digest()
         return None
@@ -230,7 +231,8 @@ class ContinualNode:
 
     ``protocol`` is the node protocol's state (None: new), or ``loaded`` that state restored;
     ``steps`` holds the open steps' items
-    (epoch -> int64 array bytes, in arrival order); ``progress`` its punctuation clock."""
+    (epoch -> int64 array bytes, in arrival order); ``progress`` its punctuation clock; ``hooks``:
+    TESTS ONLY (a ``noise_seed`` makes the noise keys public and replay-stable), None in production."""
 
     def __init__(
         self,
@@ -240,9 +242,11 @@ class ContinualNode:
         steps: MutableMapping[int, bytes],
         progress: ShardProgress,
         loaded: LazyUpdateNode | PdchBfNode | None = None,
+        hooks: TestHooks | None = None,
     ) -> None:
         self.node = node
         self.settings = settings
+        self.hooks = hooks
         self.steps = steps
         self.progress = progress
         self.late_reason = ""
@@ -254,7 +258,7 @@ class ContinualNode:
 
     def _load(self, data: bytes | None) -> LazyUpdateNode | PdchBfNode:
         s = self.settings
-        key = s.noise_key(self.node)
+        key = s.noise_key(self.node, self.hooks)
         if s.mode == "lu":
             if data is None:
                 return LazyUpdateNode(

@@ -20,10 +20,10 @@ from typing import Any
 from privstream.connectors.avro_codec import decode
 from privstream.operators.continual_logic import ContinualAggregator, ContinualNode, ContinualSettings
 from privstream.operators.epochs import ShardProgress
-from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction, _MapStateStore
+from privstream.operators.test_hooks import TestHooks
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
@@ -37,11 +37,14 @@ class _EventsOnly:
 
 
 class ContinualNodeFunction(ShardSketchFunction):
-    """Per-node time steps and protocol; emits ``ContinualUpdate`` bytes as steps close."""
+    """Per-node time steps and protocol; emits ``ContinualUpdate`` bytes as steps close. ``hooks``:
+    TESTS ONLY (seeded noise keys, an injected failure), None in production."""
 
-    def __init__(self, settings: ContinualSettings, topic: str, faults: TestFaults | None = None) -> None:
+    def __init__(self, settings: ContinualSettings, topic: str, hooks: TestHooks | None = None) -> None:
+        faults = None if hooks is None else hooks.faults
         super().__init__(_EventsOnly(), settings.policy, topic, faults, settings.nodes)  # type: ignore[arg-type]
         self.settings = settings
+        self.hooks = hooks
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)
@@ -65,6 +68,7 @@ class ContinualNodeFunction(ShardSketchFunction):
             _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
             ShardProgress.from_bytes(self.progress.value()),
             cached[1] if cached is not None and cached[0] == state else None,
+            self.hooks,
         )
         node.state, node.loaded = self.protocol, self.loaded
         self.loaded[shard] = (state, node._protocol)

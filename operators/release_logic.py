@@ -1,6 +1,7 @@
 """The release step of the heavy-hitters job, free of Flink: charge the ledger, add noise, encode.
 
-For each epoch's shard sketches (:class:`~privstream.operators.shard_logic.MergedEpoch`) the
+For each epoch's release input (:class:`~privstream.operators.shard_logic.EpochReleaseInput`: the
+shard sketches in shard order, or their fixed-order merge, as the spec's ``combine`` decides) the
 :class:`EpochReleaser` calls a release entry point with the
 :class:`~privstream.accounting.PrivacyLedger`, which is charged once before any noise is drawn (an
 epoch the budget refuses is not released: a ``ReleaseRefused`` "budget exhausted" record takes its
@@ -30,10 +31,11 @@ keyed by a 256-bit secret drawn once from the OS CSPRNG and kept in the release 
 checkpointed state. An epoch replayed after a failure therefore redraws identical noise on an
 identical merged sketch, so a release left behind in an aborted Kafka transaction equals its
 committed replay and a ``read_uncommitted`` reader learns nothing more. The source's context
-binds the epoch, a SHA-256 of the merged sketch and every release parameter, so a replay that is
+binds the epoch, a SHA-256 of the release input and every release parameter, so a replay that is
 *not* identical (other options after a restore, other data) draws independent noise, never the
 same noise on a different input (whose difference would reveal exact counts). Only tests pass
-``noise_seed`` (a public per-epoch :class:`~privstream.noise.rng.SeededRandomSource`).
+``hooks`` (:class:`~privstream.operators.test_hooks.TestHooks`) with a ``noise_seed``: a public
+per-epoch :class:`~privstream.noise.rng.SeededRandomSource`; :class:`ReleaseConfig` has no such field.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ from typing import Any
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.ledger_topic import entry_record
 from privstream.operators.epochs import EpochPolicy, TimeEpochs
-from privstream.operators.shard_logic import MergedEpoch
+from privstream.operators.shard_logic import EpochReleaseInput
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger, most_advanced, parallel_epochs
 from privstream.mechanisms.release_types import Release
@@ -82,7 +85,8 @@ class ReleaseRefusal:
 
 @dataclass(frozen=True)
 class ReleaseConfig:
-    """Per-epoch budget, ledger total and identity, and the (test-only) noise seed."""
+    """Per-epoch budget, ledger total and identity, and the mechanism (production settings only:
+    test-only behaviour such as seeded noise comes through :class:`~privstream.operators.test_hooks.TestHooks`)."""
 
     epsilon: float
     delta: float
@@ -90,7 +94,6 @@ class ReleaseConfig:
     total_delta: float
     ledger_id: str
     mechanism: str = "auto"
-    noise_seed: int | None = None  #: TESTS ONLY: deterministic noise. Production leaves it None.
 
     def __post_init__(self) -> None:
         Budget(self.epsilon, self.delta)  # validates, naming the parameter
@@ -104,7 +107,8 @@ class ReleaseConfig:
 
 
 class EpochReleaser:
-    """Charge, release, encode. ``ledger`` is the state the operator checkpoints."""
+    """Charge, release, encode. ``ledger`` is the state the operator checkpoints; ``hooks``: TESTS
+    ONLY (a ``noise_seed`` makes the noise deterministic), None in production."""
 
     def __init__(
         self,
@@ -113,8 +117,10 @@ class EpochReleaser:
         policy: EpochPolicy,
         ledger_bytes: bytes | None = None,
         noise_key: bytes | None = None,
+        hooks: TestHooks | None = None,
     ) -> None:
         self.config = config
+        self.hooks = hooks
         self.spec = spec
         self.policy = policy
         self.noise_key = noise_key
@@ -122,13 +128,14 @@ class EpochReleaser:
             PrivacyLedger.from_bytes(ledger_bytes) if ledger_bytes else new_ledger(config, spec, policy)
         )
 
-    def _rng(self, merged: MergedEpoch) -> RandomSource | None:
-        """The epoch's noise source. The keyed source's context binds the epoch, the exact merged
-        sketch and every release parameter: only an identical replay redraws identical noise, and a
+    def _rng(self, merged: EpochReleaseInput) -> RandomSource | None:
+        """The epoch's noise source. The keyed source's context binds the epoch, the exact release
+        input and every release parameter: only an identical replay redraws identical noise, and a
         replay that differs in anything (changed options after a restore, other data) gets
         independent noise, never the same noise on different inputs."""
-        if self.config.noise_seed is not None:  # tests only
-            return SeededRandomSource(f"privstream-test-noise:{self.config.noise_seed}:{merged.epoch}")
+        seeded = None if self.hooks is None else self.hooks.release_noise_context(merged.epoch)
+        if seeded is not None:  # TESTS ONLY: a public seed
+            return SeededRandomSource(seeded)
         if self.noise_key is None:
             return None  # the release entry point then uses the CSPRNG
         context = (
@@ -138,7 +145,7 @@ class EpochReleaser:
         )
         return KeyedRandomSource(self.noise_key, context)  # key: CSPRNG secret in checkpointed state
 
-    def release(self, merged: MergedEpoch) -> tuple[bytes | None, bytes | None]:
+    def release(self, merged: EpochReleaseInput) -> tuple[bytes | None, bytes | None]:
         """The job's edge: :meth:`decide`, encoded. ``(message for the releases topic, Avro
         LedgerEntry or None)``: a ``Release`` and its charge's entry; a ``ReleaseRefused`` ("budget
         exhausted") and None when the budget refuses the epoch; None and None for an epoch refused on
@@ -150,7 +157,7 @@ class EpochReleaser:
             return encode("ReleaseRefused", outcome.record()), None
         return encode("Release", release_record(outcome, merged.epoch, self.policy)), entry
 
-    def decide(self, merged: MergedEpoch) -> tuple[Release | ReleaseRefusal | None, bytes | None]:
+    def decide(self, merged: EpochReleaseInput) -> tuple[Release | ReleaseRefusal | None, bytes | None]:
         """The typed outcome of epoch ``merged``: its :class:`~privstream.mechanisms.Release` (the
         path's whole relation, ``epoch`` set) and the charge's Avro ``LedgerEntry``; a
         :class:`ReleaseRefusal` and None when the budget refuses it; None and None for an epoch

@@ -1,4 +1,4 @@
-"""The release operator: ledger in Flink state, one noisy release per merged epoch.
+"""The release operator: ledger in Flink state, one noisy release per epoch.
 
 :class:`ReleaseFunction` runs on a single key. Its keyed state is the serialised
 :class:`~privstream.accounting.PrivacyLedger` (O(1): identity, writer, head entry); on first use it
@@ -12,7 +12,9 @@ exhausted budget refuses), or with ``typed`` the objects themselves
 the public operators of :mod:`privstream.flink`); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
 for the compacted topic (while it runs, the operator also heartbeats on that topic as the
 ledger's writer: :mod:`~privstream.connectors.ledger_lease`); side output ``SKETCHES``
-(only with ``expose_sketches``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise sketches.
+(only with ``hooks.expose_sketches_topic``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise
+sketches. ``hooks`` (:class:`~privstream.operators.test_hooks.TestHooks`, TESTS ONLY, None in
+production) also carries the seed of deterministic noise.
 Both sinks are transactional, so a restore never publishes a release or a charge twice.
 """
 
@@ -28,8 +30,9 @@ from privstream.operators.epochs import EpochPolicy
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.metrics import OperatorMetrics, micros
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, reconcile_ledgers
-from privstream.operators.shard_logic import MergedEpoch
+from privstream.operators.shard_logic import EpochReleaseInput
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -48,7 +51,7 @@ class ReleaseFunction(KeyedProcessFunction):
         spec: SketchSpec,
         policy: EpochPolicy,
         initial_ledger: bytes | None = None,
-        expose_sketches: bool = False,
+        hooks: TestHooks | None = None,
         lease: LedgerLease | None = None,
         submission_key: bytes | None = None,
         typed: bool = False,
@@ -58,7 +61,8 @@ class ReleaseFunction(KeyedProcessFunction):
         self.spec = spec
         self.policy = policy
         self.initial_ledger = initial_ledger
-        self.expose_sketches = expose_sketches
+        self.hooks = hooks  #: TESTS ONLY (None in production)
+        self.expose_sketches = hooks is not None and bool(hooks.expose_sketches_topic)
         self.lease = lease
         #: the launcher's per-submission secret (in the job graph): the noise key until the first
         #: checkpoint holds one, so a failure before it redraws the same noise for a replayed epoch
@@ -107,9 +111,9 @@ class ReleaseFunction(KeyedProcessFunction):
         return reconciled
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
-        merged = MergedEpoch(*value)
+        merged = EpochReleaseInput(*value)
         releaser = EpochReleaser(
-            self.config, self.spec, self.policy, self._ledger(), noise_key=self._noise_key()
+            self.config, self.spec, self.policy, self._ledger(), noise_key=self._noise_key(), hooks=self.hooks
         )
         if self.expose_sketches:
             yield from ((SKETCHES, snapshot) for snapshot in self._snapshots(merged))
@@ -126,7 +130,7 @@ class ReleaseFunction(KeyedProcessFunction):
         if outcome is not None:
             yield outcome
 
-    def _snapshots(self, merged: MergedEpoch) -> list[bytes]:
+    def _snapshots(self, merged: EpochReleaseInput) -> list[bytes]:
         """TESTS/AUDIT ONLY: the pre-noise sketches as Avro ``SketchSnapshot`` records (not private):
         every shard's (per-shard release) or the merged one (shard -1)."""
         loaded = self.spec.load_release_input(merged.data)

@@ -1,4 +1,4 @@
-"""Per-shard sketching and the cross-shard epoch merge, free of Flink so they can be unit-tested.
+"""Per-shard sketching and the cross-shard epoch combine, free of Flink so they can be unit-tested.
 
 :class:`ShardSketcher` is the body of the keyed sketch operator (one key = one shard = one Kafka
 partition): it cuts each decoded message by epoch (:mod:`privstream.operators.epochs`), folds each
@@ -6,11 +6,14 @@ piece into that epoch's sketch (kept serialised in a store, which in Flink is ke
 and when an epoch closes emits a :class:`ShardSketch` — *also for an epoch in which the shard saw
 nothing* (an empty sketch), so the merge side never waits on data-dependent gaps.
 
-:class:`EpochMerger` is the body of the merge operator: it collects :class:`ShardSketch` messages
-from the configured number of shards and, once every shard has closed epoch e, merges the shard
-sketches of e in shard-id order (a data-independent order, as Lebeda–Tětek Cor. 7.2 requires) with
-the mergeable-summaries merge. A shard that has closed e without sending a sketch for it
-contributed nothing (its sketch is empty). Epochs are released contiguously, lowest first.
+:class:`EpochMerger` is the body of the combine operator
+(:class:`~privstream.operators.combine_operator.EpochCombineFunction`): it collects
+:class:`ShardSketch` messages from the configured number of shards and, once every shard has closed
+epoch e, emits e's :class:`EpochReleaseInput`: :meth:`SketchSpec.combine` of the shard sketches of e
+in shard-id order (a data-independent order, as Lebeda–Tětek Cor. 7.2 requires): per shard (the MG
+default) the sketches themselves, unmerged; merged, their mergeable-summaries merge. A shard that
+has closed e without sending a sketch for it contributed nothing (its sketch is empty). Epochs are
+released contiguously, lowest first.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class ShardSketch(NamedTuple):
     refused: str | None = None
 
 
-class MergedEpoch(NamedTuple):
+class EpochReleaseInput(NamedTuple):
     """Epoch ``epoch``'s release input from all ``shards`` (the job's shard count):
     :meth:`SketchSpec.combine` bytes, i.e. the shard sketches in shard order (per-shard release) or
     their fixed-order merge; ``refused``: why it must not be released (a shard saw a misrouted
@@ -156,7 +159,7 @@ class ShardSketcher:
 
 
 class MergeState(NamedTuple):
-    """What the merge operator checkpoints: per-shard progress, the sketches of pending epochs,
+    """What the combine operator checkpoints: per-shard progress, the sketches of pending epochs,
     each shard's first epoch (known from its first message; ``FINAL`` for a shard that ended
     without any epoch), and why releases are refused from now on (the first shard refusal seen)."""
 
@@ -195,7 +198,7 @@ class EpochMerger:
         self.spec = spec
         self.state = state or MergeState((None,) * num_shards, {}, None, (None,) * num_shards)
 
-    def add(self, msg: ShardSketch) -> list[MergedEpoch]:
+    def add(self, msg: ShardSketch) -> list[EpochReleaseInput]:
         if not 0 <= msg.shard < self.num_shards:
             raise ValueError(
                 f"shards: got a sketch from shard {msg.shard}, but the job has {self.num_shards} shards"
@@ -218,7 +221,7 @@ class EpochMerger:
         self.state = MergeState(tuple(closed), pending, next_epoch, tuple(starts), refused)
         return list(self._complete())
 
-    def _complete(self) -> Iterator[MergedEpoch]:
+    def _complete(self) -> Iterator[EpochReleaseInput]:
         closed, pending, next_epoch, starts, refused = self.state
         if next_epoch is None or any(c is None for c in closed):
             return
@@ -228,6 +231,6 @@ class EpochMerger:
         while next_epoch <= through:
             shard_data = pending.pop(next_epoch, {})
             data = self.spec.combine(shard_data, self.num_shards)
-            yield MergedEpoch(next_epoch, data, self.num_shards, refused)
+            yield EpochReleaseInput(next_epoch, data, self.num_shards, refused)
             next_epoch += 1
             self.state = MergeState(closed, pending, next_epoch, starts, refused)

@@ -284,7 +284,7 @@ class SketchSpec:
         return sketch
 
     def load_merged(self, data: bytes) -> StandardMisraGries | PrivacyAwareMisraGries:
-        """Decode a merged sketch (the merge operator's output)."""
+        """Decode a merged sketch (the combine operator's output in merged mode)."""
         return self._check_merged(load_sketch(data))
 
     def check_user_set(self, items: tuple[object, ...]) -> None:

@@ -18,17 +18,19 @@ from privstream.operators.continual_logic import (
 )
 from privstream.operators.epochs import ShardProgress
 from privstream.operators.payloads import EventPayload, WatermarkPayload
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.continual import PCC, LazyUpdateAggregator, LazyUpdateNode, PdchBfAggregator, PdchBfNode
 from privstream.continual.pcc import heavy_hitter_bar
 
 STEP_MS, NODES, STEPS = 1000, 3, 24
+HOOKS = TestHooks(noise_seed=3)  #: TESTS ONLY: the nodes' noise keys from a public seed
 
 
 def settings(mode: str = "lu", keys_dir: str | None = None, **extra: object) -> ContinualSettings:
     base = dict(
         mode=mode, epsilon=4.0, lam=0.25, window=8, universe=12, nodes=NODES, theta=0.3, step_ms=STEP_MS,
-        window_items=40, keys_dir=keys_dir, noise_seed=3,
+        window_items=40, keys_dir=keys_dir,
     )  # fmt: skip
     base.update(extra)
     return ContinualSettings(**base)  # type: ignore[arg-type]
@@ -42,12 +44,12 @@ def streams(seed: int = 1) -> list[list[np.ndarray]]:
     ]
 
 
-def run_nodes(s: ContinualSettings, data: list[list[np.ndarray]]) -> list[bytes]:
+def run_nodes(s: ContinualSettings, data: list[list[np.ndarray]], hooks: TestHooks = HOOKS) -> list[bytes]:
     """Feed every node its stream as messages (split across step boundaries), punctuating after
     each step; returns the updates in node order, then step order."""
     out = []
     for node, steps in enumerate(data):
-        runner = ContinualNode(node, s, None, {}, ShardProgress())
+        runner = ContinualNode(node, s, None, {}, ShardProgress(), hooks=hooks)
         out += runner.add(WatermarkPayload("p", 0))[0]  # the clock starts at step 1 = epoch 0
         for t, items in enumerate(steps):
             times = np.full(len(items), t * STEP_MS + 5, dtype=np.int64)
@@ -63,16 +65,21 @@ def interleave(updates: list[bytes]) -> list[bytes]:
 
 
 def core_releases(
-    s: ContinualSettings, data: list[list[np.ndarray]]
+    s: ContinualSettings, data: list[list[np.ndarray]], hooks: TestHooks = HOOKS
 ) -> tuple[list[list[tuple[int, int]]], int]:
-    """The core protocols fed the same steps (the same noise keys): per step the released
-    ``(item, count)`` pairs, and the words the nodes sent."""
+    """The core protocols fed the same steps (the same noise keys, from ``hooks``' seed): per step
+    the released ``(item, count)`` pairs, and the words the nodes sent."""
     steps = len(data[0])
     bf = s.bf_config()
     if bf is None:
         lu = [
             LazyUpdateNode(
-                s.epsilon, s.lam, s.window, s.domain, noise_key=s.noise_key(i), window_items=s.window_items
+                s.epsilon,
+                s.lam,
+                s.window,
+                s.domain,
+                noise_key=s.noise_key(i, hooks),
+                window_items=s.window_items,
             )
             for i in range(s.nodes)
         ]
@@ -82,7 +89,7 @@ def core_releases(
         nodes = [
             PdchBfNode(
                 i, s.private_key(i), s.roster(), bf,
-                PCC(s.epsilon, s.lam, s.window, s.domain, noise_key=s.noise_key(i)),
+                PCC(s.epsilon, s.lam, s.window, s.domain, noise_key=s.noise_key(i, hooks)),
             )
             for i in range(s.nodes)
         ]  # fmt: skip
@@ -151,14 +158,19 @@ def test_node_state_restores_mid_stream() -> None:
     s = settings()
     (steps,) = streams(4)[:1]
     store: dict[int, bytes] = {}
-    a = ContinualNode(0, s, None, store, ShardProgress())
+    a = ContinualNode(0, s, None, store, ShardProgress(), hooks=HOOKS)
     a.add(WatermarkPayload("p", 0))
     out_a = []
     for t, items in enumerate(steps):
         out_a += a.add(EventPayload(items.astype(np.int64), np.full(len(items), t * STEP_MS, np.int64)))[0]
         if t == 10:
             b = ContinualNode(
-                0, s, a.protocol_bytes(), dict(store), ShardProgress.from_bytes(a.progress.to_bytes())
+                0,
+                s,
+                a.protocol_bytes(),
+                dict(store),
+                ShardProgress.from_bytes(a.progress.to_bytes()),
+                hooks=HOOKS,
             )
             out_b = list(out_a)
         if t > 10:
@@ -220,21 +232,21 @@ def test_bad_settings_name_the_option(tmp_path) -> None:
 
 def test_a_restored_lu_node_refuses_other_parameters() -> None:
     s = settings()
-    node = ContinualNode(0, s, None, {}, ShardProgress())
+    node = ContinualNode(0, s, None, {}, ShardProgress(), hooks=HOOKS)
     node.add(WatermarkPayload("p", 0))
     node.add(WatermarkPayload("p", STEP_MS))
     state = node.protocol_bytes()
-    ContinualNode(0, s, state, {}, ShardProgress())  # the same parameters restore
+    ContinualNode(0, s, state, {}, ShardProgress(), hooks=HOOKS)  # the same parameters restore
     for changed in ({"epsilon": 2.0}, {"window": 16}, {"window_items": 80}):
         with pytest.raises(ValueError, match="restored state was built with other parameters"):
-            ContinualNode(0, replace(s, **changed), state, {}, ShardProgress())
+            ContinualNode(0, replace(s, **changed), state, {}, ShardProgress(), hooks=HOOKS)
 
 
 def test_secrets_are_drawn_per_submission_and_keys_derive_from_them(tmp_path) -> None:
     """The launcher draws the nodes' noise secret (so a node that fails before its first checkpoint
     redraws the same noise) and a PDCH-BF session (labels never repeat across submissions)."""
     keys = write_keys(tmp_path / "keys", NODES)
-    bare = settings("bf", str(keys), noise_seed=None, delta=0.01)
+    bare = settings("bf", str(keys), delta=0.01)  # no hooks: production keys
     a, b = bare.with_secrets(), bare.with_secrets()
     assert a.noise_secret and a.session and (a.noise_secret, a.session) != (b.noise_secret, b.session)
     assert a.noise_key(0) == a.noise_key(0) != a.noise_key(1) and a.noise_key(0) != b.noise_key(0)
@@ -243,13 +255,30 @@ def test_secrets_are_drawn_per_submission_and_keys_derive_from_them(tmp_path) ->
         ContinualNode(0, bare, None, {}, ShardProgress())
 
 
+def test_the_noise_seed_is_a_test_hook_not_a_setting() -> None:
+    """``ContinualSettings`` (a production signature) has no test-only field: the seed comes only
+    through :class:`TestHooks` and derives the keys it always derived (SHA-256 of the public
+    ``privstream-test-continual:<seed>:<node>``); without hooks the secret (or a fresh key) is used."""
+    import hashlib
+    from dataclasses import fields
+
+    assert "noise_seed" not in {f.name for f in fields(ContinualSettings)}
+    s = settings()
+    for node in range(NODES):
+        want = hashlib.sha256(f"privstream-test-continual:3:{node}".encode()).digest()
+        assert s.noise_key(node, HOOKS) == want
+    assert s.noise_key(0) is None and s.noise_key(0, TestHooks()) is None  # a fresh key
+    secret = s.with_secrets()
+    assert secret.noise_key(0, TestHooks()) == secret.noise_key(0) != secret.noise_key(0, HOOKS)
+
+
 def test_a_restored_bf_node_re_masks_replayed_blocks_identically(tmp_path) -> None:
     """A PDCH-BF node restored from its checkpointed state and replaying the same steps sends
     byte-identical masked tables under the same labels (a label never carries two values)."""
     keys = write_keys(tmp_path / "keys", NODES)
     s = settings("bf", str(keys), delta=0.01, session="replay")
     (steps,) = streams(7)[:1]
-    first = ContinualNode(0, s, None, {}, ShardProgress())
+    first = ContinualNode(0, s, None, {}, ShardProgress(), hooks=HOOKS)
     first.add(WatermarkPayload("p", 0))
     sent, checkpoint = [], None
     for t, items in enumerate(steps):
@@ -258,7 +287,7 @@ def test_a_restored_bf_node_re_masks_replayed_blocks_identically(tmp_path) -> No
         if t == 5:
             checkpoint = (first.protocol_bytes(), ShardProgress.from_bytes(first.progress.to_bytes()))
     assert checkpoint is not None
-    again = ContinualNode(0, s, checkpoint[0], {}, checkpoint[1])
+    again = ContinualNode(0, s, checkpoint[0], {}, checkpoint[1], hooks=HOOKS)
     for t, items in enumerate(steps[6:], start=6):
         again.add(EventPayload(items.astype(np.int64), np.full(len(items), t * STEP_MS, np.int64)))
         replay = again.add(WatermarkPayload("p", (t + 1) * STEP_MS))[0]

@@ -64,7 +64,7 @@ EPOCHS: tuple[tuple[list[str], list[str]], ...] = (
 def _merged(epoch: int) -> Any:
     """Epoch ``epoch`` of :data:`EPOCHS` as the job's release step gets it: the two shards'
     Misra-Gries sketches merged in shard order."""
-    from privstream.operators.shard_logic import MergedEpoch
+    from privstream.operators.shard_logic import EpochReleaseInput
 
     from privstream.sketches import MisraGries, merge_in_order
 
@@ -73,7 +73,7 @@ def _merged(epoch: int) -> Any:
         sketch = MisraGries(16)
         sketch.update_batch(np.array(items, dtype=object))
         shards.append(sketch)
-    return MergedEpoch(epoch, merge_in_order(shards).to_bytes(), len(shards))
+    return EpochReleaseInput(epoch, merge_in_order(shards).to_bytes(), len(shards))
 
 
 def _epoch_records(releaser: Any, epoch: int) -> tuple[bytes, bytes]:

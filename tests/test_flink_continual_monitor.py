@@ -1,6 +1,6 @@
 """The continual-monitor job (Chan et al.'s PDCH-LU and PDCH-BF) on a real Flink MiniCluster against
 the embedded broker: its releases equal the core protocols fed the same time steps (seeded noise, a
-TestHooks-like programmatic setting), node → aggregator updates travel on their own topic (one
+``TestHooks``, a programmatic setting), node → aggregator updates travel on their own topic (one
 record per node and step, with word counts), and an injected failure mid-stream restores to the
 same releases (exactly once)."""
 
@@ -14,7 +14,7 @@ from privstream.connectors.clients import free_port
 from privstream.connectors.produce import EventProducer
 from privstream.jobs.continual_monitor import ContinualConfig, start
 from privstream.operators.continual_logic import ContinualSettings, write_keys
-from privstream.operators.faults import TestFaults
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.partitioning import partition_for
 from tests.flink_fixtures import create_topic, fresh_name, privstream_metrics, read_distinct, wait_for_metrics
@@ -50,7 +50,7 @@ def produce(bootstrap: str) -> tuple[str, list[list[np.ndarray]]]:
 def job(bootstrap: str, topic: str, prefix: str, **settings: object) -> ContinualConfig:
     base = dict(
         mode="lu", epsilon=2.0, lam=0.25, window=8, universe=30, nodes=NODES, theta=0.2,
-        step_ms=STEP_MS, window_items=120, noise_seed=5,
+        step_ms=STEP_MS, window_items=120,
     )  # fmt: skip
     base.update(settings)
     return ContinualConfig(
@@ -62,6 +62,7 @@ def job(bootstrap: str, topic: str, prefix: str, **settings: object) -> Continua
         dlq_topic=f"{prefix}-dlq",
         checkpoint_interval_ms=500,
         run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
+        hooks=TestHooks(noise_seed=5),  # TESTS ONLY: the nodes' noise keys from a public seed
     )
 
 
@@ -106,11 +107,13 @@ def run(
 
 def test_lu_job_equals_core_and_restores_exactly_once(flink_broker, tmp_path) -> None:
     topic, per_node = produce(flink_broker.bootstrap)
-    faults = TestFaults(fail_marker=str(tmp_path / "failed"), fail_after=100)
-    config = replace(job(flink_broker.bootstrap, topic, fresh_name("cm-lu")), faults=faults)
+    config = job(flink_broker.bootstrap, topic, fresh_name("cm-lu"))
+    config = replace(
+        config, hooks=replace(config.hooks, fail_marker=str(tmp_path / "failed"), fail_after=100)
+    )
     got, updates = run(config)
     assert (tmp_path / "failed").exists()  # the failure did happen (node 0, mid-stream)
-    want, words = core_releases(config.settings, per_node)
+    want, words = core_releases(config.settings, per_node, config.hooks)
     assert got == want and any(want)
     assert sum(u["words"] for u in updates) == words
     print(f"\ncontinual-monitor lu: {words} words over {NODES} nodes x {STEPS} steps")
@@ -128,7 +131,7 @@ def test_bf_job_equals_core(flink_broker, tmp_path) -> None:
     # node's step closed, every step released by the aggregator
     events = sum(len(step) for node in per_node for step in node)
     got, updates = run(config, {"eventsCounted": events, "epochsClosed": NODES * STEPS, "releases": STEPS})
-    want, cells = core_releases(config.settings, per_node)
+    want, cells = core_releases(config.settings, per_node, config.hooks)
     assert got == want and any(want)
     assert sum(u["words"] for u in updates) == cells > 0  # every cell, zeros included, was sent
     print(

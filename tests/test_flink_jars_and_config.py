@@ -182,7 +182,7 @@ def test_programmatic_config_derives_what_the_operators_use() -> None:
     release = config.release
     assert (release.total_epsilon, release.total_delta) == (1.0, 1e-6)
     assert release.ledger_id == "heavy-hitters/events" and config.dlq == "events-dlq"
-    assert release.noise_seed is None and config.checkpoint_interval_ms == 2000
+    assert not hasattr(release, "noise_seed") and config.checkpoint_interval_ms == 2000
 
 
 def _cli_error(*extra: str) -> str:
@@ -264,7 +264,7 @@ def test_count_epochs_accept_a_valid_lateness_and_ignore_it() -> None:
 def test_valid_config_is_event_level_mg_by_default_and_pamg_with_m() -> None:
     config = config_from_args(_args("--stop-offsets", "0:10,1:12"))
     assert config.spec.kind == "mg" and config.stop_offsets == {0: 10, 1: 12}
-    assert config.release.noise_seed is None  # production noise: the CSPRNG
+    assert not hasattr(config.release, "noise_seed")  # production noise: the CSPRNG, no seed field
     pamg = config_from_args(_args("--m", "4", "--epoch", "30s"))
     assert pamg.spec.kind == "pamg" and pamg.spec.m == 4 and pamg.policy.length_ms == 30_000
 
@@ -380,5 +380,5 @@ def test_exposing_the_pre_noise_sketches_is_a_test_hook_with_a_valid_topic() -> 
 
     assert "expose_sketches_topic" not in {f.name for f in fields(HeavyHittersConfig)}
     assert TestHooks(expose_sketches_topic="t-sketches").expose_sketches_topic == "t-sketches"
-    with pytest.raises(ConfigError, match="^expose_sketches_topic: "):
+    with pytest.raises(ValueError, match="^expose_sketches_topic: "):
         TestHooks(expose_sketches_topic="bad topic")

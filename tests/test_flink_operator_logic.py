@@ -20,6 +20,7 @@ from privstream.operators.payloads import (
 )
 from privstream.operators.shard_logic import EpochMerger, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.sketches import Build, MisraGries, load_sketch, merge_in_order
 
@@ -380,8 +381,8 @@ def test_a_misrouted_event_stops_every_later_release_fail_closed(mode: str) -> N
     for shard_msg in [*closed, ShardSketch(1, None, None, 5)]:
         merged += merger.add(shard_msg)
     assert [(m.epoch, m.refused is None) for m in merged] == [(0, True), (1, False), (2, False)]
-    config = ReleaseConfig(1.0, 1e-6, 10.0, 1e-5, "test/fail-closed", noise_seed=1)
-    releaser = EpochReleaser(config, spec, policy)
+    config = ReleaseConfig(1.0, 1e-6, 10.0, 1e-5, "test/fail-closed")
+    releaser = EpochReleaser(config, spec, policy, hooks=TestHooks(noise_seed=1))
     first, _ = releaser.release(merged[0])
     refused, entry = releaser.release(merged[1])
     assert first is not None and refused is None
@@ -458,8 +459,10 @@ def test_release_function_exposes_the_pre_noise_sketches_of_its_mode(mode: str) 
     from privstream.operators.release_operator import ReleaseFunction
 
     spec = SketchSpec("mg", 4, release_mode=mode)
-    config = ReleaseConfig(1.0, 1e-6, 2.0, 2e-6, "hh/snapshots", noise_seed=1)
-    function = ReleaseFunction(config, spec, TimeEpochs(1000), expose_sketches=True)
+    config = ReleaseConfig(1.0, 1e-6, 2.0, 2e-6, "hh/snapshots")
+    hooks = TestHooks(noise_seed=1, expose_sketches_topic="hh-snapshots")
+    function = ReleaseFunction(config, spec, TimeEpochs(1000), hooks=hooks)
+    assert function.expose_sketches
     one = MisraGries(4)
     one.update_batch(np.array([1, 1, 2, 9]))
     merged = EpochMerger(3, spec)

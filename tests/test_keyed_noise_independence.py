@@ -272,7 +272,7 @@ def test_epochs_with_identical_sketches_draw_independent_noise(draws: DrawLog, m
     non-zero count), and a restored releaser (same key) replaying an epoch redraws it identically."""
     from privstream.operators.epochs import TimeEpochs
     from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
-    from privstream.operators.shard_logic import MergedEpoch
+    from privstream.operators.shard_logic import EpochReleaseInput
     from privstream.operators.sketch_spec import SketchSpec
 
     k = 48
@@ -288,7 +288,7 @@ def test_epochs_with_identical_sketches_draw_independent_noise(draws: DrawLog, m
     per_epoch = []
     for epoch in range(24):
         draws.values.clear()
-        message, _ = releaser.release(MergedEpoch(epoch, data, 2))
+        message, _ = releaser.release(EpochReleaseInput(epoch, data, 2))
         assert message is not None
         per_epoch.append(np.array(draws.values))
     expected = 2 * (k + 1) if mode == "per-shard" else k  # η + k slots per shard; k merged counts
@@ -297,7 +297,7 @@ def test_epochs_with_identical_sketches_draw_independent_noise(draws: DrawLog, m
     restored = EpochReleaser(config, spec, TimeEpochs(1000), noise_key=KEY)  # same checkpointed key
     for epoch in (0, 17):
         draws.values.clear()
-        restored.release(MergedEpoch(epoch, data, 2))
+        restored.release(EpochReleaseInput(epoch, data, 2))
         assert np.array_equal(np.array(draws.values), per_epoch[epoch])
 
 

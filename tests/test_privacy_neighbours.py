@@ -45,9 +45,10 @@ from privstream.connectors.avro_codec import decode
 from privstream.operators.epochs import CountEpochs, EpochPolicy, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, UserSetPayload, WatermarkPayload
 from privstream.operators.release_logic import EpochReleaser, ReleaseConfig
-from privstream.operators.shard_logic import EpochMerger, MergedEpoch, Misrouted, ShardSketcher
+from privstream.operators.shard_logic import EpochMerger, EpochReleaseInput, Misrouted, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.state_records import unpack_shard_sketches
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.accounting import Budget
 from privstream.mechanisms import release, release_disjoint
@@ -271,7 +272,7 @@ def run_job(
     shards: int = SHARDS,
     message: int = 2,
     horizon: int | None = None,
-) -> dict[int, MergedEpoch]:
+) -> dict[int, EpochReleaseInput]:
     """The job's Flink-free logic, ShardSketcher -> EpochMerger: records routed by the partitioner
     (a hash of the item; of the user for PAMG) and verified by the shards; each shard's stream cut
     *by position* into ``message``-event messages (PAMG: one user's set per message) over the whole
@@ -284,7 +285,7 @@ def run_job(
         horizon = (max(r[-1] for r in records) // length + 1) * length
     parts = partition_for(np.asarray([r[0] for r in records]), shards).tolist()
     merger = EpochMerger(shards, spec)
-    out: dict[int, MergedEpoch] = {}
+    out: dict[int, EpochReleaseInput] = {}
 
     def collect(closed: list) -> None:
         for msg in closed:
@@ -318,15 +319,15 @@ def run_job(
     return out
 
 
-def counters_of(merged: Mapping[int, MergedEpoch], spec: SketchSpec) -> dict[int, dict]:
+def counters_of(merged: Mapping[int, EpochReleaseInput], spec: SketchSpec) -> dict[int, dict]:
     """Each epoch's counters, decoded as the EpochReleaser decodes its input."""
     return {e: spec.load_merged(m.data).counters() for e, m in merged.items()}
 
 
-def release_all(merged: Mapping[int, MergedEpoch], spec: SketchSpec, policy: EpochPolicy) -> list[dict]:
+def release_all(merged: Mapping[int, EpochReleaseInput], spec: SketchSpec, policy: EpochPolicy) -> list[dict]:
     """Release every merged epoch through the job's EpochReleaser (seeded test noise)."""
-    config = ReleaseConfig(1.0, 1e-6, 100.0, 1e-3, "hh/neighbours", noise_seed=9)
-    releaser = EpochReleaser(config, spec, policy)
+    config = ReleaseConfig(1.0, 1e-6, 100.0, 1e-3, "hh/neighbours")
+    releaser = EpochReleaser(config, spec, policy, hooks=TestHooks(noise_seed=9))
     out = []
     for epoch in sorted(merged):
         data, _ = releaser.release(merged[epoch])
@@ -583,7 +584,7 @@ def test_audit_passes_on_the_worst_job_pair_and_catches_the_old_batch_path() -> 
 PS = SketchSpec("mg", K)
 
 
-def shard_bytes_of(merged: Mapping[int, MergedEpoch]) -> dict[int, list[bytes]]:
+def shard_bytes_of(merged: Mapping[int, EpochReleaseInput]) -> dict[int, list[bytes]]:
     """Each epoch's per-shard release input: every shard's sketch bytes, in shard order."""
     return {e: unpack_shard_sketches(m.data) for e, m in merged.items()}
 

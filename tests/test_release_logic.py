@@ -5,15 +5,15 @@ shard (every shard's Alg. 1 sketch released with the same calibration by ``relea
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 
 import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.operators.epochs import CountEpochs, TimeEpochs
 from privstream.operators.release_logic import BUDGET_EXHAUSTED, EpochReleaser, ReleaseConfig, noise_error
-from privstream.operators.shard_logic import MergedEpoch
+from privstream.operators.shard_logic import EpochReleaseInput
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.accounting import Budget
 from privstream.mechanisms import release_disjoint
@@ -26,13 +26,13 @@ SPEC = SketchSpec("mg", 16, release_mode="merged")  #: the merged path (the fixt
 PER_SHARD = SketchSpec("mg", 16)  #: the MG default
 
 
-def _merged(epoch: int) -> MergedEpoch:
+def _merged(epoch: int) -> EpochReleaseInput:
     shards = []
     for part in ([1] * 900 + [2] * 500 + list(range(3, 80)), [1] * 300 + [5] * 700):
         shard = MisraGries(16)
         shard.update_batch(part)
         shards.append(shard)
-    return MergedEpoch(epoch, merge_in_order(shards).to_bytes(), len(shards))
+    return EpochReleaseInput(epoch, merge_in_order(shards).to_bytes(), len(shards))
 
 
 def _release(policy, key: bytes | None) -> dict:
@@ -58,7 +58,7 @@ def test_keyed_noise_is_bound_to_the_merged_sketch_and_the_release_parameters() 
 
     key = new_noise_key()
     merged = _merged(0)
-    other = MergedEpoch(0, merged.data[:-8] + bytes(8), merged.shards)  # any other bytes
+    other = EpochReleaseInput(0, merged.data[:-8] + bytes(8), merged.shards)  # any other bytes
     releaser = EpochReleaser(CONFIG, SPEC, TimeEpochs(1000), noise_key=key)
     base = releaser._rng(merged).randbits(128)
     assert releaser._rng(merged).randbits(128) == base  # identical replay
@@ -149,11 +149,11 @@ def _hash_shards(seed: int, n: int = 6000, empty: int | None = 2) -> list[MisraG
     return shards
 
 
-def _per_shard_epoch(epoch: int, shards: list[MisraGries], *, drop_empty: bool = True) -> MergedEpoch:
+def _per_shard_epoch(epoch: int, shards: list[MisraGries], *, drop_empty: bool = True) -> EpochReleaseInput:
     """What the EpochMerger emits per shard: every shard's bytes (a shard that sent nothing is
     filled with an empty sketch by ``combine``)."""
     sent = {s: sk.to_bytes() for s, sk in enumerate(shards) if not (drop_empty and sk.n == 0)}
-    return MergedEpoch(epoch, PER_SHARD.combine(sent, SHARDS), SHARDS)
+    return EpochReleaseInput(epoch, PER_SHARD.combine(sent, SHARDS), SHARDS)
 
 
 @pytest.mark.parametrize("policy", [TimeEpochs(1000), CountEpochs(5000)], ids=["time", "count"])
@@ -164,8 +164,8 @@ def test_per_shard_release_equals_core_release_disjoint(policy) -> None:  # noqa
     each shard's sketch is a sequential Alg. 1 sketch), error bound and budget, charged once."""
     shards = _hash_shards(5)
     assert [s.n == 0 for s in shards] == [False, False, True]
-    config = replace(CONFIG, noise_seed=11)
-    releaser = EpochReleaser(config, PER_SHARD, policy)
+    config, hooks = CONFIG, TestHooks(noise_seed=11)
+    releaser = EpochReleaser(config, PER_SHARD, policy, hooks=hooks)
     data, _ = releaser.release(_per_shard_epoch(4, shards))
     assert data is not None
     record = decode(data)[1]
@@ -175,7 +175,7 @@ def test_per_shard_release_equals_core_release_disjoint(policy) -> None:  # noqa
         shards,
         Budget(config.epsilon, config.delta),
         keys_disjoint=True,
-        rng=SeededRandomSource(f"privstream-test-noise:{config.noise_seed}:4"),
+        rng=SeededRandomSource(f"privstream-test-noise:{hooks.noise_seed}:4"),
         epoch=4,
         group_size=policy.group_size,
         n_bound=n_bound,
@@ -197,7 +197,9 @@ def test_per_shard_release_equals_core_release_disjoint(policy) -> None:  # noqa
     )  # once for the epoch, not once per shard
     # the merged path releases the same epoch with GSHM / thresholded Laplace (PMG is refused there)
     merged_data = SPEC.combine({s: sk.to_bytes() for s, sk in enumerate(shards)}, SHARDS)
-    merged, _ = EpochReleaser(config, SPEC, policy).release(MergedEpoch(4, merged_data, SHARDS))
+    merged, _ = EpochReleaser(config, SPEC, policy, hooks=hooks).release(
+        EpochReleaseInput(4, merged_data, SHARDS)
+    )
     assert merged is not None and decode(merged)[1]["mechanism"] in ("gshm", "laplace_threshold")
 
 
@@ -224,9 +226,9 @@ def test_per_shard_refusals_fail_closed_and_charge_nothing(caplog: pytest.LogCap
     from privstream.connectors.ledger_topic import record_state
 
     shards = _hash_shards(7, empty=None)
-    tight = ReleaseConfig(1.0, 1e-6, 1.5, 1.5e-6, f"hh/tight-{uuid.uuid4().hex[:8]}", noise_seed=1)
-    releaser = EpochReleaser(tight, PER_SHARD, CountEpochs(100))
-    refused = MergedEpoch(0, _per_shard_epoch(0, shards).data, SHARDS, "partition 1: misrouted")
+    tight = ReleaseConfig(1.0, 1e-6, 1.5, 1.5e-6, f"hh/tight-{uuid.uuid4().hex[:8]}")
+    releaser = EpochReleaser(tight, PER_SHARD, CountEpochs(100), hooks=TestHooks(noise_seed=1))
+    refused = EpochReleaseInput(0, _per_shard_epoch(0, shards).data, SHARDS, "partition 1: misrouted")
     assert releaser.release(refused) == (None, None) and releaser.ledger.sequence == 0
     first, entry = releaser.release(_per_shard_epoch(1, shards))
     assert first is not None and releaser.ledger.sequence == 1  # three shards, one charge
@@ -259,3 +261,35 @@ def test_per_shard_keyed_noise_replays_identically() -> None:
     assert decode(first)[1]["items"] == decode(replay)[1]["items"]
     other = EpochReleaser(CONFIG, PER_SHARD, TimeEpochs(1000), noise_key=new_noise_key())
     assert decode(other.release(_per_shard_epoch(2, shards))[0])[1]["items"] != decode(first)[1]["items"]
+
+
+def test_the_noise_seed_is_a_test_hook_not_a_release_setting() -> None:
+    """``ReleaseConfig`` (a production signature) has no test-only field: the seed comes only through
+    :class:`TestHooks`, and gives the noise it always gave (the public source
+    ``privstream-test-noise:<seed>:<epoch>``): the seeded release equals core ``release_disjoint``
+    drawn from that source, item for item; without hooks (and no key) the noise is the CSPRNG's."""
+    from dataclasses import fields
+
+    from privstream.jobs.config import TestHooks as ReExported
+
+    assert "noise_seed" not in {f.name for f in fields(ReleaseConfig)}
+    assert ReExported is TestHooks
+    shards = _hash_shards(5)
+    policy = TimeEpochs(1000)
+    seeded = []
+    for _ in range(2):  # a fresh releaser each time: the seed alone fixes the noise
+        releaser = EpochReleaser(CONFIG, PER_SHARD, policy, hooks=TestHooks(noise_seed=11))
+        data, _ = releaser.release(_per_shard_epoch(4, shards))
+        assert data is not None
+        seeded.append(decode(data)[1]["items"])
+    core = release_disjoint(
+        shards,
+        Budget(CONFIG.epsilon, CONFIG.delta),
+        keys_disjoint=True,
+        rng=SeededRandomSource("privstream-test-noise:11:4"),
+        epoch=4,
+        group_size=policy.group_size,
+    )
+    assert seeded[0] == seeded[1] == [{"item": x, "count": c} for x, c in core.items] and core.items
+    releaser = EpochReleaser(CONFIG, PER_SHARD, policy, hooks=TestHooks())  # hooks without a seed
+    assert releaser._rng(_per_shard_epoch(4, shards)) is None  # the entry point's CSPRNG

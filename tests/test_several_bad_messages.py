@@ -33,6 +33,7 @@ from privstream.connectors.avro_codec import decode, encode
 from privstream.operators.epochs import ShardProgress, TimeEpochs
 from privstream.operators.shard_logic import EpochMerger, ShardSketch
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.partitioning import partition_for
 from privstream.sketches import load_sketch
@@ -198,8 +199,8 @@ def test_heavy_hitters_several_bad_messages_interleaved(mode: str) -> None:
     merged += merger.add(ShardSketch(1, None, None, 5))
     assert [(m.epoch, m.refused) for m in merged] == [(0, None), (1, first_reason), (2, first_reason)]
 
-    config = ReleaseConfig(1.0, 1e-6, 10.0, 1e-5, f"hh/several-bad/{mode}", noise_seed=3)
-    releaser = EpochReleaser(config, spec, TimeEpochs(1000))
+    config = ReleaseConfig(1.0, 1e-6, 10.0, 1e-5, f"hh/several-bad/{mode}")
+    releaser = EpochReleaser(config, spec, TimeEpochs(1000), hooks=TestHooks(noise_seed=3))
     published, entry = releaser.release(merged[0])
     assert published is not None and entry is not None
     assert decode(published)[1]["epoch"] == 0

@@ -210,7 +210,7 @@ def _build(
     ledger: InMemoryLedger | KafkaLedger,
 ) -> PrivateHeavyHitters:
     from privstream.noise.rng import new_noise_key
-    from privstream.operators.merge_operator import EpochMergeFunction
+    from privstream.operators.combine_operator import EpochCombineFunction
     from privstream.operators.release_operator import LEDGER, ReleaseFunction
     from privstream.operators.sketch_operator import ShardSketchFunction
 
@@ -239,7 +239,7 @@ def _build(
     )
     merged = (
         sketches.key_by(lambda _: 0, key_type=Types.INT())
-        .process(EpochMergeFunction(shards, spec), output_type=PICKLED)
+        .process(EpochCombineFunction(shards, spec), output_type=PICKLED)
         .name(f"{name}: fixed-order merge")
         .set_parallelism(1)
     )
