@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ from privstream.connectors.ledger_lease import (
     fence_record,
 )
 
-from privstream.accounting import LedgerEntry, LedgerFormatError, PrivacyLedger, most_advanced
+from privstream.accounting import AnyBudget, LedgerEntry, LedgerFormatError, PrivacyLedger, most_advanced
 
 logger = logging.getLogger(__name__)
 
@@ -285,3 +286,31 @@ def read_ledger(
         ledger_id, topic, records, chain.entries, state.sequence, state.spent(), state.total, seconds,
     )  # fmt: skip
     return LedgerRead(state.to_bytes(), nonce, records, chain.entries, seconds)
+
+
+def charge_on_topic(
+    bootstrap: str,
+    topic: str,
+    expected: PrivacyLedger,
+    budget: AnyBudget,
+    *,
+    mechanism: str,
+    label: Callable[[str], str],
+    job_name: str = "privstream",
+    timeout_s: float = 60.0,
+) -> LedgerEntry:
+    """Charge ``budget`` once on the ledger of ``topic`` before a run starts: read the ledger to its
+    end (:func:`read_ledger`, fail closed), charge (``label(nonce)``: the entry's label, given this
+    start-up's fence nonce) and write the entry, acknowledged, before returning it. Raises
+    :class:`LedgerUnavailable` or :class:`~privstream.accounting.BudgetExceeded`; nothing is
+    written then."""
+    read = read_ledger(bootstrap, topic, expected, job_name=job_name, timeout_s=timeout_s)
+    entry = PrivacyLedger.from_bytes(read.state).charge(budget, mechanism=mechanism, label=label(read.nonce))
+    producer = kafka_producer(bootstrap, acks="all")
+    try:
+        producer.send(topic, key=expected.ledger_id.encode(), value=entry_record(entry)).get(
+            timeout=timeout_s
+        )
+    finally:
+        producer.close()
+    return entry

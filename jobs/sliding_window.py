@@ -102,34 +102,24 @@ class SlidingWindowConfig:
 def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
     """Read the ledger to its end (fail closed), charge this submission's (ε, δ) once and write the
     entry before the job starts. Raises ``LedgerUnavailable`` or ``BudgetExceeded`` (no job then)."""
-    from privstream.connectors.clients import kafka_producer
-    from privstream.connectors.ledger_topic import entry_record, read_ledger
+    from privstream.connectors.ledger_topic import charge_on_topic
 
     from privstream.accounting import Budget, PrivacyLedger
 
     s = config.settings
     total = Budget(config.total_epsilon or s.epsilon, config.total_delta or s.delta)
-    expected = PrivacyLedger(total, composition="sequential", ledger_id=config.ledger_id)
-    read = read_ledger(
+    entry = charge_on_topic(
         config.bootstrap,
         config.ledger_topic,
-        expected,
+        PrivacyLedger(total, composition="sequential", ledger_id=config.ledger_id),
+        Budget(s.epsilon, s.delta),
+        mechanism=MECHANISM,
+        label=lambda nonce: (
+            f"sliding-window ({s.windowing}) on {config.topic}: every release of submission {nonce}"
+        ),
         job_name=config.job_name,
         timeout_s=config.ledger_timeout_s,
     )
-    ledger = PrivacyLedger.from_bytes(read.state)
-    entry = ledger.charge(
-        Budget(s.epsilon, s.delta),
-        mechanism=MECHANISM,
-        label=f"sliding-window ({s.windowing}) on {config.topic}: every release of submission {read.nonce}",
-    )
-    producer = kafka_producer(config.bootstrap, acks="all")
-    try:
-        producer.send(config.ledger_topic, key=config.ledger_id.encode(), value=entry_record(entry)).get(
-            timeout=config.ledger_timeout_s
-        )
-    finally:
-        producer.close()
     logger.info("ledger %r charged (%s, %s) once for this run: entry #%d", entry.ledger_id, s.epsilon,
                 s.delta, entry.sequence)  # fmt: skip
     return LedgerCharge(entry.ledger_id, entry.sequence, entry.entry_hash)

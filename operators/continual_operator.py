@@ -40,9 +40,28 @@ class ContinualNodeFunction(ShardSketchFunction):
     """Per-node time steps and protocol; emits ``ContinualUpdate`` bytes as steps close. ``hooks``:
     TESTS ONLY (seeded noise keys, an injected failure), None in production."""
 
-    def __init__(self, settings: ContinualSettings, topic: str, hooks: TestHooks | None = None) -> None:
+    def __init__(
+        self,
+        settings: ContinualSettings,
+        topic: str,
+        hooks: TestHooks | None = None,
+        *,
+        typed: bool = False,
+        schedule: tuple[int, int] | None = None,
+    ) -> None:
+        """``typed``/``schedule``: the public operator's input (:class:`~privstream.operators.sketch_operator.TypedEvent`
+        rows, the nodes' clock from Punctuation elements or a declared schedule), as for the sketch
+        operator."""
         faults = None if hooks is None else hooks.faults
-        super().__init__(_EventsOnly(), settings.policy, topic, faults, settings.nodes)  # type: ignore[arg-type]
+        super().__init__(
+            _EventsOnly(),  # type: ignore[arg-type]
+            settings.policy,
+            topic,
+            faults,
+            settings.nodes,
+            typed=typed,
+            schedule=schedule,
+        )
         self.settings = settings
         self.hooks = hooks
 

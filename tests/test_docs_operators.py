@@ -77,6 +77,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, kafka_broker: Any) -> dict
         "punctuated": PUNCTUATED_AT_PARALLELISM_2,
         "ldp": BLOCKS[5],
         "sql": BLOCKS[6],
+        "continual": BLOCKS[7],
     }
     return run_scripts(
         scripts, tmp_path_factory.mktemp("docs-operators"),
@@ -91,7 +92,12 @@ def released(stdout: str) -> dict[int, str]:
 
 
 def test_the_page_has_the_examples_the_tests_run() -> None:
-    assert len(BLOCKS) == 7 and "from_collection" in BLOCKS[1] and "KafkaSource" in BLOCKS[3]
+    assert (
+        len(BLOCKS) == 8
+        and "private_continual_heavy_hitters" in BLOCKS[7]
+        and "from_collection" in BLOCKS[1]
+        and "KafkaSource" in BLOCKS[3]
+    )
     assert "private_sliding_window" in BLOCKS[4] and "from_collection" in BLOCKS[4]
     assert "private_ldp_heavy_hitters" in BLOCKS[5] and "private_top_items" in BLOCKS[6]
 
@@ -643,3 +649,50 @@ def test_sql_rows_of_a_release_state_its_guarantee_and_an_empty_one_a_null_row()
     assert "windows of 2000 ms on the declared schedule [0, 10000) ms" in guarantee
     (row,) = _Rows(2000, (0, 10_000))(replace(full, items=()))
     assert (row[3], row[4], row[5], row[9]) == ("empty", None, None, guarantee)
+
+
+@pytest.mark.flink
+@pytest.mark.kafka
+def test_continual_example_releases_every_step_with_the_heaviest_item(outputs: dict[str, str]) -> None:
+    """Block 7: one release per step 1..4 of the schedule, each over the last two steps' window
+    (step s: [(s - 2)·1000, s·1000) ms), and the last step's release names item 0 (about 15,300 of
+    the window's 40,000 events). Its estimate was 15,800 ± 1,200 (mean ± sd over 12 runs of fresh
+    noise) against a bar of θ·(the window's estimated count) ≈ 8,000: a miss needs a deviation of
+    over 6 sd (the example's noise is unseeded, a user's CSPRNG draw; every one of 32 runs of steps
+    1..4 named item 0)."""
+    lines = [re.sub(r"^\d+> ", "", line) for line in outputs["continual"].splitlines()]
+    steps = {int(m.group(1)): line for line in lines if (m := re.match(r"step (\d+) ", line))}
+    assert sorted(steps) == [1, 2, 3, 4], lines
+    for step, line in steps.items():
+        assert f"[{(step - 2) * 1000}, {step * 1000}) ms:" in line, line
+    assert "[(0, " in steps[4], steps[4]
+
+
+def test_continual_bad_arguments_name_the_argument(env: Any) -> None:
+    from pyflink.common import Types
+
+    from privstream.flink import InMemoryLedger, private_continual_heavy_hitters
+
+    rows = env.from_collection([(1, 0, 5)], type_info=Types.TUPLE([Types.LONG(), Types.LONG(), Types.LONG()]))
+    base: dict[str, Any] = dict(
+        epsilon=1.0, lam=0.2, window=2, universe=10, theta=0.3, step_ms=1000, schedule=(0, 4000),
+        ledger=InMemoryLedger(total_epsilon=1.0, total_delta=1e-6),
+    )  # fmt: skip
+    for change, named in [
+        ({"mode": "xx"}, "mode"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"step_ms": 0}, "step_ms"),
+        ({"universe": 0}, "universe"),
+        ({"theta": 1.5}, "theta"),
+        ({"nodes": 0}, "nodes"),
+        ({"schedule": (0, 1500)}, "schedule"),
+        ({"ledger": InMemoryLedger(total_epsilon=0.5, total_delta=1e-6)}, "ledger"),
+        ({"name": "a b"}, "name"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{named}: "):
+            private_continual_heavy_hitters(rows, **{**base, **change})
+    plain = env.from_collection([1, 2, 3], type_info=Types.LONG())
+    with pytest.raises(ValueError, match="^events: time steps need an event time"):
+        private_continual_heavy_hitters(plain, **base)
+    with pytest.raises(ValueError, match="^events: punctuated time steps need a pickled stream"):
+        private_continual_heavy_hitters(rows, **{**base, "schedule": None})

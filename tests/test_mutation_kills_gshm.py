@@ -5,24 +5,54 @@ Written for the mutation run of issue 23 (``python benchmarks/mutation.py gshm``
 release samples with are checked in tests/test_noise_parameters_recorded.py.
 
 Deterministic: a σ² of 10⁻⁶ makes every discrete Gaussian draw 0 except with probability below
-2·e^{−1/(2·10⁻⁶)} (about 10^{−217000}), so the release is the thresholded counts themselves.
+2·e^{−1/(2·10⁻⁶)} (about 10^{−217000}), so the release is the thresholded counts themselves; nothing
+else here is random.
+
+Also: zcdp_profile against a plain-Python minimisation over α, Thm 8.5's right-hand side term by
+term for a profile where the middle term decides, the calibration's search re-run from its
+description, and check_epsilon / check_delta on the edge inputs. Every calibration in this file is
+bounded (the autouse ``_calibration_stays_bounded``), so a search that runs away fails at once
+instead of growing σ until the discrete Gaussian tables exhaust memory.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Iterator
+from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
+import privstream.mechanisms.gshm as gshm_module
 from privstream.accounting import Budget
 from privstream.mechanisms import calibrate_gshm, release
-from privstream.mechanisms.common import laplace_scale
-from privstream.mechanisms.gshm import GSHMParameters, gshm_release
+from privstream.mechanisms.common import check_delta, check_epsilon, laplace_scale
+from privstream.mechanisms.gshm import GSHMParameters, _condition, gshm_release, zcdp_profile
 from privstream.noise import SeededRandomSource
 from privstream.sketches import StandardMisraGries, merge_in_order
 
 TINY = Fraction(1, 10**6)
+
+
+@pytest.fixture(autouse=True)
+def _calibration_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every σ² the calibration tries (through smallest_tau_discrete) is at most 10⁶ (σ <= 1000;
+    these tests need σ² below 6000) and a test tries at most 300: the search brackets the smallest
+    feasible σ and scans upward only while τ + b does not get worse, so it stops. A search that
+    runs away fails here instead of building ever larger discrete Gaussian tables."""
+    inner = gshm_module.smallest_tau_discrete
+    seen: list[float] = []
+
+    def bounded(epsilon: float, delta: float, ell: int, sigma2: float) -> int | None:
+        seen.append(sigma2)
+        assert sigma2 <= 1e6 and len(seen) <= 300, f"calibration ran away: {len(seen)} σ², last {sigma2}"
+        return inner(epsilon, delta, ell, sigma2)
+
+    monkeypatch.setattr(gshm_module, "smallest_tau_discrete", bounded)
+    yield
 
 
 def params(tau: int) -> GSHMParameters:
@@ -195,4 +225,175 @@ def test_the_delta_condition_is_theorem_8_5_term_by_term(
         mine = max(v for key, v in terms.items() if kind[key] == binding)
         others = max(v for key, v in terms.items() if kind[key] != binding)
         assert mine == largest and mine > others * 1.001
-    assert gshm_delta_discrete(epsilon, sigma2, tau, ell) == pytest.approx(largest, rel=1e-9)
+    assert gshm_delta_discrete(epsilon, sigma2, tau, ell) == pytest.approx(largest, rel=1e-9, abs=0)
+
+
+# ---- zcdp_profile: the CKS 2020 bound minimised over α, against a plain-Python minimisation ------
+
+
+def _zcdp_reference(rho: float, e: float) -> float:
+    """min over α > 1 of exp((α−1)(αρ − e))/(α − 1)·(1 − 1/α)^α, capped at 1, by golden-section
+    search on t = ln(α − 1) (the log of the bound is convex in α, hence unimodal in t); for e < 0,
+    min(1, 1 − e^e + δ(0)). Plain floats; shares nothing with the module's bisection."""
+    if e < 0:
+        return min(1.0, 1.0 - math.exp(e) + _zcdp_reference(rho, 0.0))
+
+    def log_bound(t: float) -> float:
+        alpha = 1.0 + math.exp(t)
+        return (alpha - 1) * (alpha * rho - e) + alpha * math.log(1 - 1 / alpha) - t
+
+    inv_phi = (math.sqrt(5) - 1) / 2
+    a, b = -40.0, 80.0
+    c, d = b - inv_phi * (b - a), a + inv_phi * (b - a)
+    fc, fd = log_bound(c), log_bound(d)
+    for _ in range(200):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - inv_phi * (b - a)
+            fc = log_bound(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + inv_phi * (b - a)
+            fd = log_bound(d)
+    return min(1.0, math.exp(log_bound((a + b) / 2)))
+
+
+# (ρ, e) with the best α well above 1.01 (where the module's bisection starts): large and small e
+# for one ρ, tiny ρ (best α ≈ 270), e = 0, and e < 0 (δ(e) = 1 − e^e + δ(0), capped at 1 for the
+# last two).
+ZCDP_POINTS = [
+    (0.5, 8.0),
+    (0.1, 3.0),
+    (0.02, 1.0),
+    (1e-4, 0.05),
+    (0.005, 0.0),
+    (2.0, 0.5),
+    (0.3, 0.0),
+    (0.1, -0.5),
+    (2.0, -1.0),
+    (0.3, -3.0),
+]
+
+
+@pytest.mark.parametrize(("rho", "e"), ZCDP_POINTS)
+def test_zcdp_profile_is_the_minimum_over_alpha(rho: float, e: float) -> None:
+    assert float(zcdp_profile(rho, e)) == pytest.approx(_zcdp_reference(rho, e), rel=1e-9, abs=0)
+
+
+def test_zcdp_profile_is_elementwise_and_takes_exact_rationals() -> None:
+    """Arrays broadcast elementwise, and ρ_j = j/(2σ²) may be exact Fractions (GSHMParameters holds
+    σ² as one): the same values as the float reference."""
+    rhos, es = zip(*ZCDP_POINTS, strict=True)
+    expected = [_zcdp_reference(r, e) for r, e in ZCDP_POINTS]
+    assert zcdp_profile(np.array(rhos), np.array(es)) == pytest.approx(expected, rel=1e-9, abs=0)
+    exact = zcdp_profile([Fraction(1, 10), Fraction(3, 10)], [Fraction(1, 2), Fraction(-1, 4)])
+    assert exact == pytest.approx([_zcdp_reference(0.1, 0.5), _zcdp_reference(0.3, -0.25)], rel=1e-9, abs=0)
+
+
+def test_zcdp_profile_saturates_at_one_silently() -> None:
+    """For a huge ρ (σ = 0.05 and l = 1000 give ρ = 2·10⁵; the calibration tries such σ) the bound
+    is a probability: exactly 1, with no overflow or other warning on the way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert zcdp_profile(2e5, 0.5) == 1.0
+        assert zcdp_profile(np.array([1e6, 2e5]), np.array([0.0, 3.0])).tolist() == [1.0, 1.0]
+
+
+# ---- _condition with a profile where the middle term of Thm 8.5 decides ----------------------------
+
+
+def test_the_condition_takes_the_largest_of_all_three_term_families() -> None:
+    """_condition is Thm 8.5's right-hand side for whatever profile it is given. With the module's
+    two profiles the j = l term (shared by both per-j families, γ_l = 0) or 1 − p^l decides; this
+    made-up profile (decreasing in e, increasing in j) makes 1 − p^{l−j} + p^{l−j}·δ_j(ε − γ_j) at
+    j = 1 the strict maximum, so that term's sign, argument and presence all matter."""
+
+    def profile(j: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return np.clip(0.3 + 0.02 * j - 0.05 * e, 0.0, 1.0)
+
+    def delta(j: int, e: float) -> float:
+        return min(1.0, max(0.0, 0.3 + 0.02 * j - 0.05 * e))
+
+    epsilon, ell, p = 0.5, 4, 0.9
+    kept = [
+        1 - p ** (ell - j) + p ** (ell - j) * delta(j, epsilon - (ell - j) * math.log(p)) for j in range(1, 5)
+    ]
+    shifted = [delta(j, epsilon + (ell - j) * math.log(p)) for j in range(1, 5)]
+    none_kept = 1 - p**ell
+    assert kept[0] > max(none_kept, *kept[1:], *shifted) + 0.03
+    assert _condition(epsilon, ell, math.log(p), profile) == pytest.approx(kept[0], rel=1e-12)
+
+
+# ---- calibrate_gshm's search, re-run from its description with this file's own τ + b -------------
+
+
+def _described_search(epsilon: float, delta: float, ell: int) -> tuple[Fraction, int]:
+    """calibrate_gshm's search as its comments describe it, evaluating σ by ``_objective`` (own τ and
+    b scans): σ² = ⌈100σ²⌉/100; the smallest feasible σ bracketed from [0.05, max(1, √l/ε)] (upper
+    end doubled until feasible) and narrowed by geometric bisection until hi/lo < 1.002; from the
+    upper end, σ scanned up by ×1.1, then by ×1.02, while τ + b does not get worse."""
+    memo: dict[Fraction, int | None] = {}
+
+    def objective(sigma: float) -> int | None:
+        s2 = Fraction(math.ceil(sigma * sigma * 100), 100)
+        if s2 not in memo:
+            memo[s2] = _objective(epsilon, delta, ell, s2)
+        return memo[s2]
+
+    lo, hi = 0.05, max(1.0, math.sqrt(ell) / epsilon)
+    while objective(hi) is None:
+        lo, hi = hi, 2 * hi
+    while hi / lo >= 1.002:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if objective(mid) is None else (lo, mid)
+    sigma, best = hi, objective(hi)
+    assert best is not None
+    for factor in (1.1, 1.02):
+        while (cand := objective(sigma * factor)) is not None and cand <= best:
+            sigma, best = sigma * factor, cand
+    return Fraction(math.ceil(sigma * sigma * 100), 100), best
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "ell"),
+    [
+        # both scans move σ, and a plateau of equal τ + b makes the answer depend on the search path
+        (3.0, 0.01, 32),
+        # ε chosen (to the last bit) so that the bisection's hi/lo is exactly 1.002 after its 11th
+        # step: the search takes one more step (it stops only below 1.002), which moves hi, and the
+        # scans from there end at σ² = 7.34 (7.36 from the unmoved hi)
+        (0.3341460254511068, 0.1, 1),
+    ],
+)
+def test_the_calibration_is_the_described_search(epsilon: float, delta: float, ell: int) -> None:
+    s2, objective = _described_search(epsilon, delta, ell)
+    p = calibrate_gshm(epsilon, delta, ell)
+    assert (p.sigma2, p.objective) == (s2, objective)
+
+
+# ---- check_epsilon / check_delta ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", [True, False, "1", "0.5", Decimal("0.5"), None, 0, 0.0, -1.0, float("inf"), float("nan")]
+)
+def test_check_epsilon_refuses_non_numbers_bools_and_non_positive_or_infinite(value: object) -> None:
+    with pytest.raises(ValueError, match="^epsilon must be a positive finite number"):
+        check_epsilon(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value", [True, False, "0.5", Decimal("0.5"), None, 0, 0.0, 1, 1.0, 2.5, float("inf"), float("nan")]
+)
+def test_check_delta_refuses_non_numbers_bools_and_values_outside_0_1(value: object) -> None:
+    with pytest.raises(ValueError, match=r"^delta must lie in \(0, 1\)"):
+        check_delta(value)  # type: ignore[arg-type]
+
+
+def test_check_epsilon_and_delta_return_floats_of_accepted_values() -> None:
+    for value, expected in [(1, 1.0), (1.0, 1.0), (Fraction(1, 2), 0.5), (1e300, 1e300), (5e-324, 5e-324)]:
+        result = check_epsilon(value)
+        assert type(result) is float and result == expected
+    for value, expected in [(0.5, 0.5), (Fraction(1, 3), 1 / 3), (1e-300, 1e-300), (1 - 2**-53, 1 - 2**-53)]:
+        result = check_delta(value)
+        assert type(result) is float and result == expected

@@ -15,6 +15,7 @@ real job by ``tests/test_flink_transcript.py`` run with that operator before its
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -306,3 +307,67 @@ def test_public_sliding_window_one_early_element_changes_only_its_substream_by_l
     for x, y, read in zip(a, b, reads_it, strict=True):
         if not read:  # shard 1, or a window past substream 0: identical, noise included
             assert timeless(x) == timeless(y)
+
+
+# --- the public continual operator (privstream.flink.private_continual_heavy_hitters) -------------
+
+
+def continual_operator_transcript(with_early: bool) -> tuple[list[dict[str, Any]], list[list[bytes]]]:
+    """The public continual operator's logic without Flink: elements ``(item, None, ms)`` routed to
+    nodes by :func:`~privstream.operators.elements.element_payload` (the item's hash, 3 nodes), each
+    node fed its elements in order between the declared schedule's punctuations at 0 and 12 steps,
+    then the aggregator. The early element (item 5, step 0) is the only element of step 0. Same
+    noise secret and session for both streams. Returns the releases and each node's updates."""
+    from privstream.operators.elements import element_payload
+
+    s = replace(continual_settings(), noise_secret="ab" * 32, session="pair")
+    aggregator, releases = ContinualAggregator(s), []
+    elements = [(5, None, 5)] * with_early + [
+        (x, None, t * STEP_MS + 5 + x) for t in range(2, 12) for x in (0, 1, 2, 3, 4, 6)
+    ]
+    routed: list[list[Any]] = [[] for _ in range(s.nodes)]
+    for element in elements:
+        node, payload = element_payload(
+            element, user_level=False, shard_key="item", shards=s.nodes, needs_time=True
+        )
+        routed[node].append(payload)
+    updates: list[list[bytes]] = []
+    for node in range(s.nodes):
+        runner = ContinualNode(node, s, None, {}, ShardProgress())
+        out = runner.add(WatermarkPayload("schedule", 0))[0]
+        for payload in routed[node]:
+            out += runner.add(payload)[0]
+        out += runner.add(WatermarkPayload("schedule", 12 * STEP_MS))[0] + runner.finish()
+        updates.append([_without_time(u) for u in out])
+        releases += [decode(r)[1] for u in out for r in aggregator.add(u)]
+    return releases, updates
+
+
+def _without_time(update: bytes) -> bytes:
+    """A ContinualUpdate without its wall-clock ``update_time``, re-encoded for comparison."""
+    from privstream.connectors.avro_codec import encode
+
+    value = decode(update)[1]
+    return encode("ContinualUpdate", {**value, "update_time": 0})
+
+
+def test_public_continual_operator_one_early_element_changes_only_its_node_by_lemma_3() -> None:
+    """Add/remove one element (the early one): the same steps 1..12 are released with the same public
+    fields, and every node but the early element's own sends byte-identical updates (noise included):
+    the element changes one step of one node's stream (Chan et al. Lemma 3 covers that node's
+    transcript), though its node's every later position shifts."""
+    from privstream.operators.elements import element_payload
+
+    a, updates_a = continual_operator_transcript(True)
+    b, updates_b = continual_operator_transcript(False)
+    assert [r["epoch"] for r in a] == [r["epoch"] for r in b] == list(range(1, 13))
+    for x, y in zip(a, b, strict=True):
+        assert public(x) == public(y)
+    early_node = element_payload((5, None, 5), user_level=False, shard_key="item", shards=3, needs_time=True)[
+        0
+    ]
+    for node in range(3):
+        assert len(updates_a[node]) == len(updates_b[node]) == 12
+        if node != early_node:
+            assert updates_a[node] == updates_b[node]
+    assert updates_a[early_node] != updates_b[early_node]  # the element is read, by its own node

@@ -3,6 +3,7 @@
 >>> from privstream.flink import CountEpochs, InMemoryLedger, private_heavy_hitters
 >>> from privstream.flink import private_sliding_window
 >>> from privstream.flink import LdpServerSettings, private_ldp_heavy_hitters
+>>> from privstream.flink import private_continual_heavy_hitters  # PDCH-LU / PDCH-BF
 >>> from privstream.flink import private_top_items  # Table API / SQL
 
 Needs the ``flink`` extra (``pip install 'privstream[flink]'``); the core (``privstream`` without
@@ -10,6 +11,7 @@ this package) never imports Flink. Each operator takes a ``DataStream`` of plain
 returns ``DataStream``s of the core's typed release objects (docs/operators.md).
 """
 
+from privstream.flink.continual import PrivateContinualHeavyHitters, private_continual_heavy_hitters
 from privstream.flink.heavy_hitters import (
     InMemoryLedger,
     KafkaLedger,
@@ -30,6 +32,7 @@ __all__ = [
     "InMemoryLedger",
     "KafkaLedger",
     "LdpServerSettings",
+    "PrivateContinualHeavyHitters",
     "PrivateHeavyHitters",
     "PrivateLdpHeavyHitters",
     "PrivateSlidingWindow",
@@ -37,6 +40,7 @@ __all__ = [
     "Rejected",
     "ReleaseRefusal",
     "TimeEpochs",
+    "private_continual_heavy_hitters",
     "private_heavy_hitters",
     "private_ldp_heavy_hitters",
     "private_sliding_window",

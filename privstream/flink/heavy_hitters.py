@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -53,6 +54,7 @@ from privstream.operators.release_logic import ReleaseConfig, new_ledger
 from privstream.operators.routing import SHARD_KEYS
 from privstream.operators.sketch_operator import REJECTED, TypedEvent
 from privstream.operators.sketch_spec import RELEASE_MODES, SketchSpec, kind_for
+from privstream.operators.window_logic import LedgerCharge
 from privstream.validation import check_privacy_bound
 
 
@@ -80,6 +82,43 @@ class KafkaLedger:
     timeout_s: float = 60.0
     lease_s: float = 60.0
     job_name: str = "privstream-operators"
+
+
+def charge_once(
+    ledger: InMemoryLedger | KafkaLedger, budget: Budget, *, mechanism: str, label: Callable[[str], str]
+) -> LedgerCharge:
+    """Charge a graph's whole ``budget`` once, at build time, before the graph exists (the operators
+    whose every release is post-processing of noise drawn for the whole run: sliding window,
+    continual). The ledger composes sequentially. :class:`KafkaLedger`: read to its end first, fail
+    closed, the entry written and acknowledged (:func:`~privstream.connectors.ledger_topic.charge_on_topic`);
+    :class:`InMemoryLedger`: the budget must fit its total. ``label(submission)``: the entry's label.
+    Raises ``ValueError`` naming ``ledger`` when the charge is refused."""
+    from privstream.accounting import BudgetExceeded, PrivacyLedger
+
+    try:
+        expected = PrivacyLedger(
+            Budget(ledger.total_epsilon, ledger.total_delta),
+            composition="sequential",
+            ledger_id=ledger.ledger_id,
+        )
+        if isinstance(ledger, KafkaLedger):
+            from privstream.connectors.ledger_topic import charge_on_topic
+
+            entry = charge_on_topic(
+                ledger.bootstrap,
+                ledger.topic,
+                expected,
+                budget,
+                mechanism=mechanism,
+                label=label,
+                job_name=ledger.job_name,
+                timeout_s=ledger.timeout_s,
+            )
+        else:
+            entry = expected.charge(budget, mechanism=mechanism, label=label("in-memory"))
+    except (ValueError, TypeError, BudgetExceeded) as exc:
+        raise ValueError(f"ledger: {exc}") from None
+    return LedgerCharge(entry.ledger_id, entry.sequence, entry.entry_hash)
 
 
 class PrivateHeavyHitters(NamedTuple):

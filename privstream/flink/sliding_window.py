@@ -58,7 +58,7 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 from privstream.connectors.avro_codec import decode
-from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger
+from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once
 from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argument, check_stream, route
 from privstream.operators.payloads import EventPayload, WatermarkPayload
 from privstream.operators.sketch_operator import BYTES, REJECTED, Rejected, TypedEvent
@@ -101,36 +101,6 @@ def _settings(**arguments: Any) -> WindowSettings:
         return WindowSettings(**arguments)
     except (ValueError, TypeError) as exc:
         raise ValueError(_named(str(exc), list(arguments))) from None
-
-
-def _charge(ledger: InMemoryLedger | KafkaLedger, settings: WindowSettings, name: str) -> LedgerCharge:
-    """Charge the run's (ε, δ) once, before the graph exists (the job's ``charge_ledger``)."""
-    from privstream.accounting import Budget, BudgetExceeded, PrivacyLedger
-    from privstream.jobs.sliding_window import MECHANISM, SlidingWindowConfig, charge_ledger
-
-    try:
-        if isinstance(ledger, KafkaLedger):
-            config = SlidingWindowConfig(
-                settings,
-                ledger.bootstrap,
-                topic=name,
-                ledger_topic=ledger.topic,
-                ledger_id=ledger.ledger_id,
-                total_epsilon=ledger.total_epsilon,
-                total_delta=ledger.total_delta,
-                ledger_timeout_s=ledger.timeout_s,
-                job_name=ledger.job_name,
-            )
-            return charge_ledger(config)
-        total = Budget(ledger.total_epsilon, ledger.total_delta)
-        entry = PrivacyLedger(total, composition="sequential", ledger_id=ledger.ledger_id).charge(
-            Budget(settings.epsilon, settings.delta),
-            mechanism=MECHANISM,
-            label=f"sliding-window ({settings.windowing}) {name}: every release of this graph",
-        )
-    except (ValueError, TypeError, BudgetExceeded) as exc:
-        raise ValueError(f"ledger: {exc}") from None
-    return LedgerCharge(entry.ledger_id, entry.sequence, entry.entry_hash)
 
 
 def private_sliding_window(
@@ -204,7 +174,18 @@ def private_sliding_window(
             "events: event-time windows release on Punctuation elements in the stream, which a stream of "
             "Rows or tuples cannot hold: map it to Types.PICKLED_BYTE_ARRAY() with the punctuations"
         )
-    settings = replace(settings, charge=_charge(ledger, settings, name))
+    from privstream.accounting import Budget
+    from privstream.jobs.sliding_window import MECHANISM
+
+    charge = charge_once(
+        ledger,
+        Budget(settings.epsilon, settings.delta),
+        mechanism=MECHANISM,
+        label=lambda submission: (
+            f"sliding-window ({settings.windowing}) {name}: every release of this graph (submission {submission})"
+        ),
+    )
+    settings = replace(settings, charge=charge)
     releases, rejected = _build(events, settings, name)
     return PrivateSlidingWindow(releases, rejected, settings.charge)
 
