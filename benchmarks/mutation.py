@@ -507,6 +507,18 @@ def make_mutable(text: str, numba: bool) -> tuple[str, list[int | None]]:
     return "\n".join(out) + "\n", origin
 
 
+#: address-space limit of mutmut and its test processes: a mutant that makes a search run away
+#: (e.g. σ grown without bound, each step building larger discrete Gaussian tables) fails with a
+#: MemoryError, i.e. is killed, instead of exhausting the machine's memory
+MEMORY_LIMIT = 6 * 2**30
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 SUPPORT = '''"""Mutation workspace only: caches keyed by the active mutant as well as the arguments."""
 
 import functools
@@ -615,6 +627,7 @@ def run_module(module: Module, fresh: bool, survivors_only: bool = False) -> int
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=_limit_memory,
         )
     log.info("module %s: mutmut exit code %d (log %s)", module.name, proc.returncode, ws / "mutmut.log")
     if survivors_only:
