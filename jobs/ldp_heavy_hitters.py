@@ -29,8 +29,8 @@ from typing import Any
 from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
 from privstream.jobs.run_report import add_progress_option
-from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.ldp.hg_params import alpha_argument
 
@@ -52,7 +52,8 @@ class LdpJobConfig:
     restore_from: str | None = None
     job_name: str = "privstream-ldp-heavy-hitters"
     flink_conf: tuple[tuple[str, str], ...] = ()
-    faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
+    #: TESTS ONLY (programmatic, no option): an injected failure
+    hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
 
@@ -104,7 +105,7 @@ def build(env: Any, config: LdpJobConfig) -> None:
     releases = (
         events_source(t_env, table="reports", **source)
         .key_by(lambda _: 0, key_type=Types.INT())
-        .process(LdpServerFunction(config.settings, config.reports_topic, config.faults), output_type=BYTES)
+        .process(LdpServerFunction(config.settings, config.reports_topic, config.hooks), output_type=BYTES)
         .uid("hg-ldp-server")
         .name("HG-LDP server (HeavyGuardian + debiasing, one key)")
         .set_parallelism(1)

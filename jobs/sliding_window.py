@@ -52,7 +52,7 @@ from privstream.connectors.clients import add_bootstrap_option
 from privstream.connectors.validation import parse_duration_ms
 from privstream.jobs.ldp_heavy_hitters import FLINK_OPTIONS, environment
 from privstream.jobs.run_report import add_progress_option
-from privstream.operators.faults import TestFaults
+from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import WINDOWINGS, LedgerCharge, WindowSettings
 
 from privstream.validation import check_privacy_bound
@@ -86,8 +86,8 @@ class SlidingWindowConfig:
     restore_from: str | None = None
     job_name: str = "privstream-sliding-window"
     flink_conf: tuple[tuple[str, str], ...] = ()
-    faults: TestFaults = field(default_factory=TestFaults)  #: TESTS ONLY (programmatic)
-    expose_states_topic: str | None = None  #: TESTS ONLY: the sketch states (NOT private)
+    #: TESTS ONLY (programmatic, no option): an injected failure, the sketch states topic (NOT private)
+    hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
     def __post_init__(self) -> None:
@@ -141,8 +141,8 @@ def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
         )
     specs = [TopicSpec(config.releases_topic), TopicSpec(config.dlq_topic)]
     specs.append(TopicSpec(config.ledger_topic, compacted=True))
-    if config.expose_states_topic:
-        specs.append(TopicSpec(config.expose_states_topic))
+    if config.hooks.expose_states_topic:
+        specs.append(TopicSpec(config.hooks.expose_states_topic))
     create_topics(config.bootstrap, specs)
     checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-window-ckpt-")
     charge = charge_ledger(config)
@@ -161,9 +161,7 @@ def build(env: Any, config: SlidingWindowConfig) -> None:
     t_env = StreamTableEnvironment.create(env)
     prefix = re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-window-{config.ledger_id}")
     rows = events_source(t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-shards")
-    function = WindowShardFunction(
-        config.settings, config.topic, config.faults, expose_states=bool(config.expose_states_topic)
-    )
+    function = WindowShardFunction(config.settings, config.topic, config.hooks)
     releases = (
         rows.key_by(lambda r: r[1], key_type=Types.INT())
         .process(function, output_type=BYTES)
@@ -187,8 +185,9 @@ def _outputs(releases: Any, config: SlidingWindowConfig) -> list[tuple[Any, str,
         (releases, config.releases_topic, "releases", False),
         (releases.get_side_output(DEAD_LETTERS), config.dlq_topic, "dlq", False),
     ]
-    if config.expose_states_topic:  # TESTS ONLY: raw counters and noise keys
-        outputs.append((releases.get_side_output(STATES), config.expose_states_topic, "states", False))
+    states_topic = config.hooks.expose_states_topic
+    if states_topic:  # TESTS ONLY: raw counters and noise keys
+        outputs.append((releases.get_side_output(STATES), states_topic, "states", False))
     return outputs
 
 

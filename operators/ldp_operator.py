@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS
+from privstream.operators.test_hooks import TestHooks
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -31,12 +31,14 @@ __all__ = ["DEAD_LETTERS", "STATE", "LdpServerFunction"]
 
 
 class LdpServerFunction(KeyedProcessFunction):
-    """Rows ``(payload, partition, offset)`` of the reports topic → releases, state, dead letters."""
+    """Rows ``(payload, partition, offset)`` of the reports topic → releases, state, dead letters.
+    ``hooks``: TESTS ONLY (an injected failure after ``fail_after`` applied reports), None in
+    production."""
 
-    def __init__(self, settings: LdpServerSettings, topic: str, faults: TestFaults | None = None) -> None:
+    def __init__(self, settings: LdpServerSettings, topic: str, hooks: TestHooks | None = None) -> None:
         self.settings = settings
         self.topic = topic
-        self.faults = faults or TestFaults()
+        self.faults = (hooks or TestHooks()).faults  #: TESTS ONLY (never fails in production)
         self._sizes = {"core": 0, "versions": 0}
         self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 

@@ -58,6 +58,7 @@ from privstream.connectors.avro_codec import encode
 from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.payloads import EventPayload, PayloadError, WatermarkPayload, decode_payload
 from privstream.operators.routing import SHARD_KEYS, routing_error
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.noise.rng import new_noise_key
 from privstream.validation import check_int, check_privacy_bound
@@ -244,7 +245,8 @@ class WindowShardLogic:
     """See the module docstring. ``state``: a previous :meth:`to_bytes` (after a restore);
     ``refused``: a previous :attr:`refused` (the operator keeps it in state next to the sketch);
     ``binding``: the :meth:`WindowSettings.binding` stored with ``state`` (checked when given; the
-    operator always stores and passes it); ``expose_states`` (TESTS ONLY): a ``("state",
+    operator always stores and passes it); ``hooks`` (TESTS ONLY, None in production): with
+    :attr:`~privstream.operators.test_hooks.TestHooks.expose_states_topic` set, a ``("state",
     SketchSnapshot bytes)`` output after every release.
 
     A restored state must have been built with this job's parameters and binding (else ValueError:
@@ -259,11 +261,13 @@ class WindowShardLogic:
         shard: int,
         state: bytes | None = None,
         refused: str | None = None,
-        expose_states: bool = False,
         binding: str | None = None,
+        *,
+        hooks: TestHooks | None = None,
     ) -> None:
         self.settings = settings
-        self.expose_states = expose_states
+        #: TESTS ONLY: a ("state", ...) output after every release (the hooks' states topic set)
+        self.expose_states = hooks is not None and bool(hooks.expose_states_topic)
         self.shard = shard
         self.refused = refused
         self.binding = settings.binding(shard)

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from privstream.operators.faults import TestFaults
 from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS
+from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
 from pyflink.common import Types
 from pyflink.datastream import OutputTag
@@ -37,19 +37,14 @@ __all__ = ["DEAD_LETTERS", "STATES", "WindowShardFunction"]
 
 
 class WindowShardFunction(KeyedProcessFunction):
-    """Rows ``(payload, partition, offset)`` of the events topic → releases and dead letters."""
+    """Rows ``(payload, partition, offset)`` of the events topic → releases and dead letters.
+    ``hooks``: TESTS ONLY (an injected failure, the :data:`STATES` side output), None in production."""
 
-    def __init__(
-        self,
-        settings: WindowSettings,
-        topic: str,
-        faults: TestFaults | None = None,
-        expose_states: bool = False,
-    ) -> None:
+    def __init__(self, settings: WindowSettings, topic: str, hooks: TestHooks | None = None) -> None:
         self.settings = settings
         self.topic = topic
-        self.faults = faults or TestFaults()
-        self.expose_states = expose_states
+        self.hooks = hooks  #: TESTS ONLY (None in production)
+        self.faults = (hooks or TestHooks()).faults
         self._sizes: dict[int, int] = {}
         self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
@@ -72,7 +67,7 @@ class WindowShardFunction(KeyedProcessFunction):
             state = None if stored is None else bytes(stored)
             binding = None if state is None else (self.binding.value() or "(none stored)")
             logic = WindowShardLogic(
-                self.settings, shard, state, self.refused.value(), self.expose_states, binding
+                self.settings, shard, state, self.refused.value(), binding, hooks=self.hooks
             )
             self._logic[shard] = logic
         return logic

@@ -18,8 +18,8 @@ from privstream.connectors.clients import free_port, kafka_producer
 from privstream.connectors.ldp_producer import LdpProducer, report_to_record
 from privstream.connectors.ldp_state import state_from_record
 from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
-from privstream.operators.faults import TestFaults
 from privstream.operators.ldp_logic import LdpServerSettings
+from privstream.operators.test_hooks import TestHooks
 
 from privstream.ldp import LdpReport, make_client
 from privstream.noise.rng import SeededRandomSource
@@ -62,7 +62,7 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         dlq_topic=f"{prefix}-reports-dlq",
         checkpoint_interval_ms=500,
         flink_conf=(("rest.port", str(port)),),
-        faults=TestFaults(fail_marker=str(marker), fail_after=250),
+        hooks=TestHooks(fail_marker=str(marker), fail_after=250),
         run_id=settings.run_id.hex(),  # as `privstream run ldp-heavy-hitters` sets it
     )
     job = start(config)

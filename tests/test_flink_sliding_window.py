@@ -25,7 +25,7 @@ import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.connectors.clients import free_port
 from privstream.jobs.sliding_window import SlidingWindowConfig, start
-from privstream.operators.faults import TestFaults
+from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
 
 from privstream.window import DPSWSketch
@@ -68,8 +68,9 @@ def _config(
         ledger_topic=f"{prefix}-ledger",
         ledger_id=f"sliding-window/{prefix}",
         checkpoint_interval_ms=500,
-        faults=TestFaults(fail_marker=str(tmp_path / "failed"), fail_after=fail_after),
-        expose_states_topic=states_topic,
+        hooks=TestHooks(
+            fail_marker=str(tmp_path / "failed"), fail_after=fail_after, expose_states_topic=states_topic
+        ),
         run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
         flink_conf=(("rest.port", str(free_port())),),
     )
@@ -97,7 +98,9 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
         items = {p: np.concatenate(stream.batches[p]) for p in range(SHARDS)}
         expected = sum(len(v) // W for v in items.values())
         releases = read_topic(bootstrap, config.releases_topic, expect=expected, idle_s=2.0, timeout_s=120)
-        states = read_topic(bootstrap, config.expose_states_topic, expect=expected, idle_s=0.5, timeout_s=30)
+        states = read_topic(
+            bootstrap, config.hooks.expose_states_topic, expect=expected, idle_s=0.5, timeout_s=30
+        )
         letters = read_topic(bootstrap, config.dlq_topic, idle_s=0.5, timeout_s=20)
         ledger = read_topic(bootstrap, config.ledger_topic, idle_s=0.5, timeout_s=20)
         seconds = time.monotonic() - began

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode, encode
 from privstream.jobs.sliding_window import SlidingWindowConfig, config_from_args, configure
+from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import COMPOSITION, LedgerCharge, WindowSettings, WindowShardLogic
 
 from privstream.partitioning import partition_for
@@ -24,6 +25,7 @@ from privstream.window.params import shard_relation
 KEY = bytes(range(32))
 SHARDS, W, WINDOW, DOMAIN, GAMMA = 2, 50, 200, 60, 0.1
 QUERIES = (0, 1, 2, 3, 17)
+STATES = TestHooks(expose_states_topic="window-states")  #: TESTS ONLY: the state after every release
 
 
 def _settings(**overrides: object) -> WindowSettings:
@@ -53,7 +55,7 @@ def _reference(settings: WindowSettings, shard: int) -> DPSWSketch:
 
 
 def _run(settings: WindowSettings, shard: int, items: np.ndarray, cuts: int, state: bytes | None = None):
-    logic = WindowShardLogic(settings, shard, state, expose_states=True)
+    logic = WindowShardLogic(settings, shard, state, hooks=STATES)
     outputs = []
     for offset, chunk in enumerate(np.array_split(items, cuts)):
         outputs += logic.process(_message(chunk), offset, "events")
@@ -238,7 +240,7 @@ def test_event_time_releases_once_per_punctuation_that_completes_a_substream() -
     settings = _event_settings()
     for shard in range(SHARDS):
         items, times = _timed_stream(shard)
-        logic = WindowShardLogic(settings, shard, expose_states=True)
+        logic = WindowShardLogic(settings, shard, hooks=STATES)
         ref = _reference(settings, shard)
         releases, expected_t = [], []
         messages = _punctuated(items, times, TW // 2, 1000) + [(_tick(1400), 1400)]  # 1000 -> 1399: 4 ends
@@ -620,3 +622,25 @@ def test_a_release_without_dp_guarantee_claims_no_epsilon() -> None:
     release, g = decode(data)[1], settings.params.guarantee()
     assert (release["epsilon"], release["delta"], release["rho"]) == (g.epsilon, g.delta, float(g.rho))
     assert release["neighbour_relation"] == settings.neighbour_relation() and release["theorem"] == g.theorem
+
+
+def test_test_only_settings_are_test_hooks_not_job_config_fields() -> None:
+    """Issue 24 item 6: the injected failure and the sketch states topic are :class:`TestHooks`
+    fields (one switch, validated), not fields of the job configs; without the hook (production,
+    or hooks that do not name the states topic) no ``state`` output is made."""
+    from privstream.jobs.ldp_heavy_hitters import LdpJobConfig
+
+    for config in (SlidingWindowConfig, LdpJobConfig):
+        names = {f.name for f in dataclasses.fields(config)}
+        assert "hooks" in names and not names & {"faults", "expose_states_topic", "noise_seed"}
+    assert TestHooks(expose_states_topic="t-states").expose_states_topic == "t-states"
+    with pytest.raises(ValueError, match="^expose_states_topic: "):
+        TestHooks(expose_states_topic="bad topic")
+    settings, items = _settings(), _stream()
+    items = items[partition_for(items, SHARDS) == 0][: 2 * W]
+    kinds = {}
+    for name, hooks in (("none", None), ("other", TestHooks(fail_after=3)), ("states", STATES)):
+        logic = WindowShardLogic(settings, 0, hooks=hooks)
+        kinds[name] = [kind for kind, _ in logic.process(_message(items), 0, "events")]
+    assert kinds["none"] == kinds["other"] == ["release", "release"]
+    assert kinds["states"] == ["release", "state", "release", "state"]
