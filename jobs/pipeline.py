@@ -106,7 +106,7 @@ def build_pipeline(
     )
     shard_sketches = (
         rows.key_by(lambda r: r[1], key_type=Types.INT())
-        .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks.faults, shards))
+        .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks, shards))
         .uid("shard-sketch")
         .name("shard sketch (keyed by partition)")
         .set_parallelism(config.parallelism)

@@ -52,12 +52,11 @@ class ContinualNodeFunction(ShardSketchFunction):
         """``typed``/``schedule``: the public operator's input (:class:`~privstream.operators.sketch_operator.TypedEvent`
         rows, the nodes' clock from Punctuation elements or a declared schedule), as for the sketch
         operator."""
-        faults = None if hooks is None else hooks.faults
         super().__init__(
             _EventsOnly(),  # type: ignore[arg-type]
             settings.policy,
             topic,
-            faults,
+            hooks,
             settings.nodes,
             typed=typed,
             schedule=schedule,
@@ -71,6 +70,10 @@ class ContinualNodeFunction(ShardSketchFunction):
         #: node -> (its protocol state bytes, that state restored), kept between messages so the
         #: state is not deserialised for every one; reset by every restore (open() runs again)
         self.loaded: dict[int, tuple[bytes | None, Any]] = {}
+
+    def _commit(self, sketcher: Any, payload: Any, flush: bool) -> None:
+        """Every message: the node's progress (its protocol and open steps write their own state)."""
+        self.progress.update(sketcher.progress.to_bytes())
 
     def _state_bytes(self) -> int:
         """The ``stateBytes`` gauge: the open steps and progress, plus the protocol states."""

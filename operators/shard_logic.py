@@ -19,7 +19,7 @@ released contiguously, lowest first.
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
 from privstream.operators.payloads import Payload, UserSetPayload, WatermarkPayload
@@ -79,7 +79,13 @@ class EpochReleaseInput(NamedTuple):
 
 
 class ShardSketcher:
-    """Sketches of one shard's open epochs, in ``store`` (epoch -> sketch bytes)."""
+    """Sketches of one shard's open epochs, in ``store`` (epoch -> sketch bytes).
+
+    ``live`` (the operator's in-memory cache, kept between messages): the open epochs' sketch
+    objects. With it, a message updates the live sketch in O(events) and marks it dirty; nothing is
+    serialised until :meth:`flush` (the operator flushes when an epoch closes and every few
+    messages, and checkpoints the messages since the last flush: :mod:`~privstream.operators.sketch_operator`).
+    Without it (None), every message loads and re-encodes its epochs' sketches, O(k) a message."""
 
     def __init__(
         self,
@@ -89,6 +95,7 @@ class ShardSketcher:
         store: MutableMapping[int, bytes],
         progress: ShardProgress,
         shards: int = 1,
+        live: dict[int, Any] | None = None,
     ) -> None:
         self.shard = shard
         self.shards = shards
@@ -96,8 +103,36 @@ class ShardSketcher:
         self.policy = policy
         self.store = store
         self.progress = progress
+        self.live = live
+        self.dirty: set[int] = set()  #: epochs whose live sketch changed since the last flush
         self.unreleased_events = 0  #: counted, but in epochs after the final one (see finish)
         self.late_reason = ""  #: why the last message's late events were not counted
+
+    def _open_sketch(self, epoch: int) -> Any:
+        """Epoch ``epoch``'s sketch: the live object, else loaded from the store (or new)."""
+        sketch = None if self.live is None else self.live.get(epoch)
+        if sketch is None:
+            data = self.store.get(epoch)
+            sketch = self.spec.load(data) if data is not None else self.spec.new()
+            if self.live is not None:
+                self.live[epoch] = sketch
+        return sketch
+
+    def flush(self) -> None:
+        """Write the live sketches changed since the last flush to the store (their bytes are what a
+        checkpoint holds)."""
+        if self.live is not None:
+            for epoch in sorted(self.dirty):
+                if epoch in self.live:
+                    self.store[epoch] = self.live[epoch].to_bytes()
+        self.dirty.clear()
+
+    def _take(self, epoch: int) -> bytes | None:
+        """Remove epoch ``epoch``'s sketch (live and stored); its bytes, or None if it has none."""
+        sketch = None if self.live is None else self.live.pop(epoch, None)
+        data = self.store.pop(epoch, None)
+        self.dirty.discard(epoch)
+        return sketch.to_bytes() if sketch is not None else data
 
     def add(self, payload: Payload) -> tuple[list[ShardSketch], int]:
         """Count one message; returns the epochs it closed and how many of its events were late.
@@ -118,10 +153,12 @@ class ShardSketcher:
         split = self.policy.split(payload, self.progress)
         self.late_reason = split.late_reason
         for epoch, piece in split.pieces:
-            data = self.store.get(epoch)
-            sketch = self.spec.load(data) if data is not None else self.spec.new()
+            sketch = self._open_sketch(epoch)
             self.spec.update(sketch, piece)
-            self.store[epoch] = sketch.to_bytes()
+            if self.live is None:
+                self.store[epoch] = sketch.to_bytes()
+            else:
+                self.dirty.add(epoch)
         return self._close_through(self.policy.closable_through(self.progress)), split.late
 
     def refusal(self) -> list[ShardSketch]:
@@ -137,8 +174,10 @@ class ShardSketcher:
         """End of input: close through the policy's public final epoch, drop what lies beyond it
         (counted in ``unreleased_events``) and mark the shard final."""
         out = self._close_through(self.policy.final_through(self.progress))
-        for epoch in list(self.store.keys()):
-            self.unreleased_events += self.spec.load(self.store.pop(epoch)).n
+        for epoch in sorted(set(self.store.keys()) | set(self.live or ())):
+            data = self._take(epoch)
+            if data is not None:
+                self.unreleased_events += self.spec.load(data).n
         self.progress.closed_through = FINAL
         out.append(ShardSketch(self.shard, None, None, FINAL, self.progress.misrouted))
         return out
@@ -152,8 +191,7 @@ class ShardSketcher:
             return []
         out = []
         for epoch in epochs:
-            data = self.store.pop(epoch, None)
-            data = data or self.spec.new().to_bytes()
+            data = self._take(epoch) or self.spec.new().to_bytes()
             out.append(ShardSketch(self.shard, epoch, data, epoch, self.progress.misrouted))
         return out or [ShardSketch(self.shard, None, None, epochs.stop - 1, self.progress.misrouted)]
 

@@ -5,10 +5,19 @@
 :class:`TypedEvent` rows ``(shard, payload object or None)`` that :func:`to_typed_event` made from a
 user's own elements (the public operators, :mod:`privstream.flink`: the shard is the hash of the
 item or user, computed there; ``None`` only announces the shard, so that every shard reports its
-progress to the merge even without events). Its keyed state is a ``MapState`` from epoch
-to the serialised sketch (core binary format) of every open epoch, plus a small progress record;
-both are checkpointed with the Kafka offsets, so a restore replays exactly the messages after the
-checkpoint into exactly the sketches of the checkpoint. The work is in
+progress to the merge even without events).
+
+State (issue 25: O(events) per message, not O(k)): each shard's open sketches live in memory between
+messages (:class:`ShardSketcher` with ``live``), and a message only updates them. They are
+flushed — serialised into a ``MapState`` from epoch to the sketch (core binary format), with the
+small progress record — when an epoch closes, the shard fails closed or ends, and at least every
+:data:`FLUSH_EVERY` messages; the messages since the last flush are kept in a ``ListState``
+(each appended once: O(its events)). The checkpointed state is therefore the flushed sketches,
+the progress and the messages since, with the Kafka offsets. A restore rebuilds each shard's live
+sketches from exactly that — the flushed sketches with the messages since replayed in order (a
+message that closed an epoch or failed was flushed, so a replayed one emits nothing) — then the
+source replays exactly the messages after the checkpoint: the same sketches, byte for byte, as a
+run without the failure (tests/test_shard_flush.py). The work is in
 :class:`~privstream.operators.shard_logic.ShardSketcher`; this class adapts Flink state, dead
 letters (side output ``DEAD_LETTERS``) and the end of input (an event-time timer at the maximum
 watermark, which Flink emits when a bounded source finishes; an ``EndMarker`` message does the
@@ -24,15 +33,15 @@ from typing import Any, NamedTuple
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
-from privstream.operators.faults import TestFaults
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.payloads import EndPayload, Payload, PayloadError, WatermarkPayload, decode_payload
 from privstream.operators.shard_logic import Misrouted, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.test_hooks import TestHooks
 from pyflink.common import Types
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import MapState, MapStateDescriptor, ValueStateDescriptor
+from pyflink.datastream.state import ListStateDescriptor, MapState, MapStateDescriptor, ValueStateDescriptor
 
 logger = logging.getLogger(__name__)
 BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
@@ -56,6 +65,10 @@ class Rejected(NamedTuple):
     reason: str
     shard: int | None = None
 
+
+#: A shard's live sketches are flushed to Flink state at least every this many messages (and
+#: whenever an epoch closes), bounding the messages a restore replays.
+FLUSH_EVERY = 64
 
 #: Event-time timer that fires only on the final (maximum) watermark, i.e. at the end of input.
 END_OF_INPUT = 2**63 - 2
@@ -113,7 +126,7 @@ class ShardSketchFunction(KeyedProcessFunction):
         spec: SketchSpec,
         policy: EpochPolicy,
         topic: str,
-        faults: TestFaults | None = None,
+        hooks: TestHooks | None = None,
         shards: int = 1,
         *,
         typed: bool = False,
@@ -126,11 +139,13 @@ class ShardSketchFunction(KeyedProcessFunction):
         self.shards = shards
         self.policy = policy
         self.topic = topic
-        self.faults = faults or TestFaults()
+        self.faults = (hooks or TestHooks()).faults  # TESTS ONLY: an injected failure
         self.typed = typed
         self.schedule = schedule
         self._sizes: dict[int, dict[int, int]] = {}
         self._progress_sizes: dict[int, int] = {}
+        self._live: dict[int, ShardSketcher] = {}
+        self._unflushed: dict[int, int] = {}
         self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
@@ -138,6 +153,15 @@ class ShardSketchFunction(KeyedProcessFunction):
             MapStateDescriptor("epoch-sketches", Types.LONG(), BYTES)
         )
         self.progress = runtime_context.get_state(ValueStateDescriptor("shard-progress", BYTES))
+        #: the messages (payloads) counted since the last flush, in order: with the flushed sketches
+        #: and progress they are the checkpointed state (module docstring)
+        self.since = runtime_context.get_list_state(
+            ListStateDescriptor("since-flush", Types.PICKLED_BYTE_ARRAY())
+        )
+        #: shard -> its live sketcher (sketch objects in memory between messages); emptied by every
+        #: restore (open() runs again) and rebuilt from the state
+        self._live: dict[int, ShardSketcher] = {}
+        self._unflushed: dict[int, int] = {}
         #: shard -> (epoch -> bytes of its sketch) and shard -> bytes of its progress record, as
         #: written since this task (re)started: the ``stateBytes`` gauge
         self._sizes = {}
@@ -151,35 +175,64 @@ class ShardSketchFunction(KeyedProcessFunction):
     def _state_bytes(self) -> int:
         return sum(sum(s.values()) for s in self._sizes.values()) + sum(self._progress_sizes.values())
 
-    def _seen(self) -> int:
-        """The current key's accepted events (its progress record's ``seen``)."""
-        return ShardProgress.from_bytes(self.progress.value()).seen
+    def _seen(self, shard: int) -> int:
+        """The shard's accepted events (its live progress, else its progress record's ``seen``)."""
+        live = self._live.get(shard)
+        return (
+            live.progress.seen if live is not None else ShardProgress.from_bytes(self.progress.value()).seen
+        )
 
     def _measured(self, shard: int, outputs: Iterator[Any]) -> Iterator[Any]:
         """``outputs`` unchanged, counted on the way: dead letters (and typed mode's rejections),
         closed epochs (a shard sketch of an epoch, or a continual node's update per step), then the
         events the key's progress accepted and its state size."""
-        seen = self._seen()
+        seen = self._seen(shard)
         for out in outputs:
             if isinstance(out, tuple) and len(out) == 2 and (out[0] is DEAD_LETTERS or out[0] is REJECTED):
                 self.metrics.inc("deadLettered")
             elif isinstance(out, bytes) or (isinstance(out, ShardSketch) and out.epoch is not None):
                 self.metrics.inc("epochsClosed")
             yield out
-        self.metrics.inc("eventsCounted", self._seen() - seen)
+        self.metrics.inc("eventsCounted", self._seen(shard) - seen)
         progress = self.progress.value()
         self._progress_sizes[shard] = 0 if progress is None else len(progress)
 
     def _sketcher(self, shard: int) -> ShardSketcher:
-        progress = ShardProgress.from_bytes(self.progress.value())
-        return ShardSketcher(
-            shard,
-            self.spec,
-            self.policy,
-            _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
-            progress,
-            self.shards,
-        )
+        """The shard's live sketcher; after a restore, rebuilt from the flushed sketches and progress
+        with the messages since the last flush replayed into it (their outputs were emitted before
+        the checkpoint: a message that closes an epoch or fails is always flushed, so a replayed one
+        emits nothing)."""
+        live = self._live.get(shard)
+        if live is None:
+            live = ShardSketcher(
+                shard,
+                self.spec,
+                self.policy,
+                _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
+                ShardProgress.from_bytes(self.progress.value()),
+                self.shards,
+                live={},
+            )
+            since = list(self.since.get() or [])
+            for payload in since:
+                live.add(payload)
+            self._live[shard] = live
+            self._unflushed[shard] = len(since)
+        return live
+
+    def _commit(self, sketcher: ShardSketcher, payload: Payload | None, flush: bool) -> None:
+        """After a message: flush the live sketches and the progress to Flink state when ``flush``
+        (an epoch closed, the shard failed closed or ended), or every :data:`FLUSH_EVERY` messages;
+        else only record the message among those since the last flush (O(events), not O(k))."""
+        shard = sketcher.shard
+        if flush or self._unflushed.get(shard, 0) + 1 >= FLUSH_EVERY:
+            sketcher.flush()
+            self.progress.update(sketcher.progress.to_bytes())
+            self.since.clear()
+            self._unflushed[shard] = 0
+        elif payload is not None:
+            self.since.add(payload)
+            self._unflushed[shard] = self._unflushed.get(shard, 0) + 1
 
     def _scheduled_start(self, sketcher: ShardSketcher) -> list[ShardSketch]:
         """A declared schedule's first punctuation, once per shard (before its first element)."""
@@ -225,20 +278,21 @@ class ShardSketchFunction(KeyedProcessFunction):
             try:
                 out, late = sketcher.add(decoded)
             except Misrouted as exc:  # the producer's partitioning breaks the neighbour relation
-                self.progress.update(sketcher.progress.to_bytes())  # the shard now refuses releases
+                self._commit(sketcher, None, flush=True)  # the shard now refuses releases
                 yield self._dead_letter(
                     payload, f"{exc}; this job releases nothing more (fail closed)", shard, offset
                 )
                 yield from exc.messages  # refuse the epochs the merge still holds, too
                 return
             except ValueError as exc:  # e.g. a user set larger than m: the message is unusable
+                self._commit(sketcher, None, flush=True)
                 yield self._dead_letter(payload, f"rejected by the sketch: {exc}", shard, offset)
                 return
             if late:
                 yield self._dead_letter(
                     payload, f"{late} event(s) {sketcher.late_reason}: not counted", shard, offset
                 )
-        self.progress.update(sketcher.progress.to_bytes())
+        self._commit(sketcher, decoded, flush=bool(out) or isinstance(decoded, EndPayload))
         yield from out
         self.faults.on_message(shard, sketcher.progress.seen)
 
@@ -250,18 +304,21 @@ class ShardSketchFunction(KeyedProcessFunction):
             yield REJECTED, Rejected(event.element, "element after the end of the input", event.shard)
             return
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        yield from self._scheduled_start(sketcher)
+        started = self._scheduled_start(sketcher)  # a change of the clock that no message records
+        flush = bool(started)
+        yield from started
         if event.payload is not None:
             try:
                 out, late = sketcher.add(event.payload)
             except ValueError as exc:  # e.g. a user set larger than m (misrouting cannot happen here)
+                self._commit(sketcher, None, flush=True)
                 yield REJECTED, Rejected(event.element, f"rejected by the sketch: {exc}", event.shard)
-                self.progress.update(sketcher.progress.to_bytes())
                 return
             if late:
                 yield REJECTED, Rejected(event.element, f"{sketcher.late_reason}: not counted", event.shard)
+            flush = flush or bool(out)
             yield from out
-        self.progress.update(sketcher.progress.to_bytes())
+        self._commit(sketcher, event.payload, flush=flush)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         shard = int(ctx.get_current_key())
@@ -272,5 +329,5 @@ class ShardSketchFunction(KeyedProcessFunction):
         if sketcher.progress.closed_through == FINAL:
             return
         out = self._finish(sketcher)
-        self.progress.update(sketcher.progress.to_bytes())
+        self._commit(sketcher, None, flush=True)
         yield from out

@@ -101,6 +101,22 @@ class ValueStateStub:
         self._value = value
 
 
+class ListStateStub:
+    """In-memory stand-in for Flink's ``ListState`` (get/add/clear)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def get(self) -> list[Any]:
+        return list(self.items)
+
+    def add(self, value: Any) -> None:
+        self.items.append(value)
+
+    def clear(self) -> None:
+        self.items.clear()
+
+
 class _Timers:
     def register_event_time_timer(self, timestamp: int) -> None:
         pass
@@ -111,11 +127,14 @@ class ContextStub:
         return _Timers()
 
 
-def shard_function(spec: SketchSpec, sketches: MapStateStub, progress: ValueStateStub) -> Any:
+def shard_function(
+    spec: SketchSpec, sketches: MapStateStub, progress: ValueStateStub, since: ListStateStub | None = None
+) -> Any:
     from privstream.operators.sketch_operator import ShardSketchFunction
 
     function = ShardSketchFunction(spec, TimeEpochs(1000), TOPIC, shards=SHARDS)
     function.sketches, function.progress = sketches, progress  # what open() gets from Flink
+    function.since = ListStateStub() if since is None else since
     return function
 
 
@@ -157,7 +176,8 @@ def test_heavy_hitters_several_bad_messages_interleaved(mode: str) -> None:
         (12, watermark(3000)),  # closes epochs 1 and 2: refused
     ]
     sketches, progress = MapStateStub(), ValueStateStub()
-    letters, closed = run(shard_function(spec, sketches, progress), messages)
+    first = shard_function(spec, sketches, progress)
+    letters, closed = run(first, messages)
 
     # every bad message is dead-lettered whole, with its reason; the good ones are not
     assert sorted(letters) == [2, 3, 6, 7, 9, 10]
@@ -209,7 +229,7 @@ def test_heavy_hitters_several_bad_messages_interleaved(mode: str) -> None:
     assert releaser.ledger.sequence == 1
 
     # a restore (same keyed state) keeps refusing; one more misrouted and one more malformed message
-    restored = shard_function(spec, sketches, ValueStateStub(progress.value()))
+    restored = shard_function(spec, sketches, ValueStateStub(progress.value()), first.since)
     more, later = run(restored, [(13, batch([OTHER[5]], 3100)), (14, USER_SET), (15, watermark(4000))])
     assert sorted(more) == [13, 14] and "misrouted" in more[13]["error"]
     assert ShardProgress.from_bytes(restored.progress.value()).misrouted == first_reason
