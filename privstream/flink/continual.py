@@ -29,7 +29,6 @@ rejected, not counted.
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
 from pyflink.common import Types
@@ -37,7 +36,7 @@ from pyflink.common.typeinfo import RowTypeInfo, TupleTypeInfo
 from pyflink.datastream import DataStream
 
 from privstream.connectors.avro_codec import decode
-from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once
+from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once, check_ledger, check_name
 from privstream.flink.streams import (
     PICKLED,
     ToShard,
@@ -135,12 +134,8 @@ def private_continual_heavy_hitters(
         delta=delta,
         keys_dir=keys_dir,
     )
-    check_argument(
-        "name", name, isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]+", name) is not None, "a name"
-    )
-    check_argument(
-        "ledger", ledger, isinstance(ledger, InMemoryLedger | KafkaLedger), "InMemoryLedger or KafkaLedger"
-    )
+    check_name(name)
+    check_ledger(ledger)
     if schedule is not None:
         ok = (
             isinstance(schedule, tuple)

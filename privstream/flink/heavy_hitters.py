@@ -84,6 +84,20 @@ class KafkaLedger:
     job_name: str = "privstream-operators"
 
 
+def check_name(name: object) -> None:
+    """Graph-build check of a public operator's ``name`` (its operators' names and Kafka ids)."""
+    check_argument(
+        "name", name, isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]+", name) is not None, "a name"
+    )
+
+
+def check_ledger(ledger: object) -> None:
+    """Graph-build check of a public operator's ``ledger`` argument."""
+    check_argument(
+        "ledger", ledger, isinstance(ledger, InMemoryLedger | KafkaLedger), "InMemoryLedger or KafkaLedger"
+    )
+
+
 def charge_once(
     ledger: InMemoryLedger | KafkaLedger, budget: Budget, *, mechanism: str, label: Callable[[str], str]
 ) -> LedgerCharge:
@@ -177,18 +191,14 @@ def private_heavy_hitters(
     check_argument(
         "release_mode", release_mode, release_mode in (None, *RELEASE_MODES), f"one of {RELEASE_MODES}"
     )
-    check_argument(
-        "name", name, isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]+", name) is not None, "a name"
-    )
+    check_name(name)
     for arg, value in (("epsilon", epsilon), ("delta", delta)):
         check_argument(arg, value, isinstance(value, int | float) and math.isfinite(value), "a finite number")
     check_argument("epsilon", epsilon, epsilon > 0, "epsilon > 0")
     check_argument("delta", delta, delta >= 0, "delta >= 0")
     for arg, value in (("epsilon", epsilon), ("delta", delta)):
         check_privacy_bound(arg, value, arg)  # the project's one rule: ε <= 100, δ <= 0.1
-    check_argument(
-        "ledger", ledger, isinstance(ledger, InMemoryLedger | KafkaLedger), "InMemoryLedger or KafkaLedger"
-    )
+    check_ledger(ledger)
     user_level = m is not None
     if user_level and shard_key == "item":
         raise ValueError("shard_key: a user-level operator (m) shards by user: one user's sets in one shard")

@@ -58,7 +58,7 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 from privstream.connectors.avro_codec import decode
-from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once
+from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once, check_ledger, check_name
 from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argument, check_stream, route
 from privstream.operators.payloads import EventPayload, WatermarkPayload
 from privstream.operators.sketch_operator import BYTES, REJECTED, Rejected, TypedEvent
@@ -156,12 +156,8 @@ def private_sliding_window(
         origin=origin,
         window_items=window_items,
     )
-    check_argument(
-        "name", name, isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._-]+", name) is not None, "a name"
-    )
-    check_argument(
-        "ledger", ledger, isinstance(ledger, InMemoryLedger | KafkaLedger), "InMemoryLedger or KafkaLedger"
-    )
+    check_name(name)
+    check_ledger(ledger)
     check_stream(
         events,
         needs_time=settings.event_time,
