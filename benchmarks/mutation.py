@@ -420,13 +420,48 @@ MODULES: tuple[Module, ...] = (
         ("tests/test_window_core.py", "tests/test_window_state.py"),
         numba=True,
         optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_dpsw.py"),
+        # What the window guarantee (DPSW Thm 4.3: ρ-zCDP per window) rests on: the per-substream
+        # budgets and checkpoints, the noise each PCMS table gets and from which keyed source, and
+        # which substream and table cells an event updates. Not: the query plan and estimates
+        # (post-processing of the noisy tables), heavy-hitter selection, serialisation, accessors.
+        functions=(
+            "DPSWSketch.__init__",
+            "DPSWSketch._sampler",
+            "DPSWSketch._keyed_sampler",
+            "DPSWSketch.noise_context",
+            "DPSWSketch._noise_tables",
+            "DPSWSketch._create",
+            "DPSWSketch.rekey",
+            "DPSWSketch.substream_of",
+            "DPSWSketch.substream_start",
+            "DPSWSketch._add",
+            "DPSWSketch.update",
+            "DPSWSketch.update_batch",
+            "DPSWParams.budgets",
+            "DPSWParams.substream_rho",
+            "window_guarantee",
+            "rho_from",
+            "unit_fraction",
+            "_checkpoints",
+            "checkpoint_list",
+            "validate_checkpoints",
+            "budget_split",
+            "substream_total",
+            "discrete_gaussian_noise",
+            "pcms_variance",
+            "noisy_table",
+            "HashFamily.buckets",
+            "PCMS.__init__",
+            "PCMS.add",
+            "PCMS.add_batch",
+            "add_items",
+        ),
     ),
     Module(
         "release",
         (
             "privstream/mechanisms/pure_topk.py",
             "privstream/mechanisms/domain_topk.py",
-            "privstream/mechanisms/order_statistics.py",
             "privstream/mechanisms/chan.py",
             "privstream/mechanisms/release.py",
         ),
@@ -437,6 +472,46 @@ MODULES: tuple[Module, ...] = (
             "tests/test_mechanisms_registry.py",
         ),
         optional_tests=("tests/test_noise_parameters_recorded.py", "tests/test_mutation_kills_release.py"),
+        # Five statistical law tests of the domain-wide top-k take 100 s of the unit's 136 s; the
+        # exact order-statistics sampler they check is its own slow unit of work, left out here,
+        # and the faster law tests of the same file stay.
+        deselect=(
+            "tests/test_mechanisms_domain_topk.py::test_efficient_matches_naive_in_distribution[None-4]",
+            "tests/test_mechanisms_domain_topk.py::test_efficient_matches_naive_in_distribution[1-4]",
+            "tests/test_mechanisms_domain_topk.py::test_max_of_many_matches_exact_law[1000000-scale0]",
+            "tests/test_mechanisms_domain_topk.py::test_naive_comparison_has_power",
+            "tests/test_mechanisms_domain_topk.py::test_max_of_many_matches_exact_law[1000000000000-scale1]",
+        ),
+        # What is charged, which mechanism runs and with which calibration, and the noise each
+        # candidate gets (pure DP top-k, Chan et al.'s baselines, the domain-wide top-k's choice of
+        # keys). Not: the exact order-statistics sampler (order_statistics.py: its law tests are the
+        # slow ones above), error bounds and applicable_mechanisms (what is stated/reported).
+        functions=(
+            "pure_topk_values",
+            "_calibrate",
+            "_prepare",
+            "_sample",
+            "DeclaredDomain.position",
+            "DeclaredDomain.restrict",
+            "_select",
+            "_finish",
+            "_check",
+            "noisy_top_k_naive",
+            "noisy_top_k",
+            "chan_values",
+            "chan_mechanism",
+            "_sketch_facts",
+            "_check_request",
+            "_check_ledger",
+            "_check_group_size",
+            "_check_n_bound",
+            "_charge_and_sample",
+            "_plan",
+            "release",
+            "release_partitions",
+            "_sum_items",
+            "release_disjoint",
+        ),
     ),
 )
 BY_NAME = {m.name: m for m in MODULES}

@@ -324,6 +324,89 @@ def test_the_condition_takes_the_largest_of_all_three_term_families() -> None:
     assert _condition(epsilon, ell, math.log(p), profile) == pytest.approx(kept[0], rel=1e-12)
 
 
+# ---- the calibration's shortcuts (issue 25): each decides exactly what the full computation does --
+
+
+def _zcdp_hundred_steps(rho: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """zcdp_profile as first written: always 100 bisection steps (no fixed-point stop)."""
+    rho, e = np.broadcast_arrays(np.asarray(rho, dtype=float), np.asarray(e, dtype=float))
+    e0 = np.maximum(e, 0.0)
+    lo, hi = np.full(rho.shape, 1.01), (e0 + 1) / (2 * rho) + 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        neg = (2 * mid - 1) * rho - e0 + np.log1p(-1.0 / mid) < 0
+        lo, hi = np.where(neg, mid, lo), np.where(neg, hi, mid)
+    alpha = (lo + hi) / 2
+    with np.errstate(over="ignore"):
+        bound = np.exp((alpha - 1) * (alpha * rho - e0) + alpha * np.log1p(-1.0 / alpha)) / (alpha - 1)
+    bound = np.minimum(bound, 1.0)
+    return np.where(e >= 0, bound, np.minimum(1.0, 1.0 - np.exp(e) + bound))
+
+
+def test_zcdp_profile_stops_at_a_fixed_point_with_the_same_bits() -> None:
+    """The bisection stops once a step changes neither end; the values are bit for bit those of the
+    full 100 steps, over ρ from 10⁻⁸ (α's bracket near 10⁸) to 10³ and e of both signs."""
+    rho = np.repeat(np.logspace(-8, 3, 45), 5)
+    e = np.tile(np.array([-2.0, 0.0, 0.3, 2.0, 9.0]), 45)
+    assert np.array_equal(zcdp_profile(rho, e), _zcdp_hundred_steps(rho, e))
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "sigma2", "tau", "ell"),
+    [
+        (1.0, 50.0, 10, 4),  # 1 − p^l decides
+        (1.0, 50.0, 40, 4),  # j = l decides
+        (0.05, 1.0, 1, 2),  # δ_j(ε + γ_j) at j < l decides
+        (0.5, 200.0, 60, 16),
+        (1.0, 3.0, 9, 64),
+    ],
+)
+def test_the_condition_with_a_bar_decides_exactly_what_the_full_value_does(
+    epsilon: float, sigma2: float, tau: int, ell: int
+) -> None:
+    """``gshm_delta_discrete(..., above=x)`` is the full δ when that is <= x, and a value > x when
+    the full δ exceeds x: for bars just below, at and just above the full value and at each term."""
+    from privstream.mechanisms.gshm import gshm_delta_discrete
+
+    full = gshm_delta_discrete(epsilon, sigma2, tau, ell)
+    terms = _theorem_8_5_terms(epsilon, sigma2, tau, ell).values()
+    for bar in (full, full * (1 + 1e-9), full * (1 - 1e-9), 0.0, 1.0, *terms):
+        got = gshm_delta_discrete(epsilon, sigma2, tau, ell, above=bar)
+        if full <= bar:
+            assert got == full
+        else:
+            assert got > bar
+
+
+@pytest.mark.parametrize(("sigma2", "ell"), [(0.0025, 4), (2.0, 4), (30.0, 64), (400.0, 16), (4000.0, 256)])
+@pytest.mark.parametrize("delta", [1e-9, 1e-3])
+def test_feasibility_is_the_condition_at_the_top_of_the_tau_range(
+    sigma2: float, ell: int, delta: float
+) -> None:
+    """``gshm_feasible`` is "δ at τ = ⌊45σ⌋ + 10 is within δ", and ``smallest_tau_discrete`` is None
+    exactly when it is false; otherwise the first τ in [0, top] meeting the full condition."""
+    from privstream.mechanisms.gshm import gshm_delta_discrete, gshm_feasible, smallest_tau_discrete
+
+    top = int(45 * math.sqrt(sigma2)) + 10
+    feasible = gshm_delta_discrete(1.0, sigma2, top, ell) <= delta
+    assert gshm_feasible(1.0, delta, ell, sigma2) is feasible
+    expected = _first(lambda t: gshm_delta_discrete(1.0, sigma2, t, ell) <= delta, top) if feasible else None
+    assert smallest_tau_discrete(1.0, delta, ell, sigma2) == expected
+
+
+def test_the_tau_search_moves_up_when_the_gaussian_part_binds() -> None:
+    """Where 1 − p^l alone is met at a τ whose δ_j terms are still above δ, the answer lies above
+    that τ: the search must move up from there, to the first τ of the full condition."""
+    from privstream.mechanisms.gshm import _log_p, gshm_delta_discrete, smallest_tau_discrete
+
+    epsilon, delta, ell, sigma2 = 0.05, 0.3, 4, 14.5  # found by a scan: rare at the usual ε, δ
+    top = int(45 * math.sqrt(sigma2)) + 10
+    first_term1 = _first(lambda t: -math.expm1(ell * _log_p(t, sigma2)) <= delta, top)
+    expected = _first(lambda t: gshm_delta_discrete(epsilon, sigma2, t, ell) <= delta, top)
+    assert first_term1 is not None and expected is not None and expected > first_term1
+    assert smallest_tau_discrete(epsilon, delta, ell, sigma2) == expected
+
+
 # ---- calibrate_gshm's search, re-run from its description with this file's own τ + b -------------
 
 

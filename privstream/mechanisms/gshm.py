@@ -86,8 +86,11 @@ def zcdp_profile(rho: np.ndarray, eps: np.ndarray) -> np.ndarray:
     for _ in range(100):  # bisect the stationarity condition (2α−1)ρ − e + ln(1 − 1/α) = 0
         mid = (lo + hi) / 2
         neg = (2 * mid - 1) * rho - e0 + np.log1p(-1.0 / mid) < 0
-        lo = np.where(neg, mid, lo)
-        hi = np.where(neg, hi, mid)
+        new_lo = np.where(neg, mid, lo)
+        new_hi = np.where(neg, hi, mid)
+        if np.array_equal(new_lo, lo) and np.array_equal(new_hi, hi):
+            break  # a fixed point in floating point: further steps cannot change (lo, hi)
+        lo, hi = new_lo, new_hi
     alpha = (lo + hi) / 2
     with np.errstate(over="ignore"):
         bound = np.exp((alpha - 1) * (alpha * rho - e0) + alpha * np.log1p(-1.0 / alpha)) / (alpha - 1)
@@ -95,15 +98,21 @@ def zcdp_profile(rho: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.where(eps >= 0, bound, np.minimum(1.0, 1.0 - np.exp(eps) + bound))
 
 
-def _condition(epsilon: float, ell: int, log_p: float, profile) -> float:  # noqa: ANN001
-    """Right-hand side of the Thm 8.5 condition for the given ln p and profile δ_j(e)."""
+def _condition(epsilon: float, ell: int, log_p: float, profile, above: float = math.inf) -> float:  # noqa: ANN001
+    """Right-hand side of the Thm 8.5 condition for the given ln p and profile δ_j(e). The terms
+    are computed cheapest first; once one exceeds ``above`` it is returned (a value > ``above``, so
+    ``_condition(...) <= above`` is decided exactly, without the other profile evaluations)."""
+    term1 = -math.expm1(ell * log_p)
+    if term1 > above:
+        return term1
     j = np.arange(1, ell + 1, dtype=float)
     gamma = (ell - j) * log_p
+    term3 = float(profile(j, epsilon + gamma).max())
+    if term3 > above:
+        return term3
     p_rest = np.exp(gamma)
-    term1 = -math.expm1(ell * log_p)
-    term2 = (1 - p_rest) + p_rest * profile(j, epsilon - gamma)
-    term3 = profile(j, epsilon + gamma)
-    return float(max(term1, term2.max(), term3.max()))
+    term2 = float(((1 - p_rest) + p_rest * profile(j, epsilon - gamma)).max())
+    return max(term1, term2, term3)
 
 
 def gshm_delta_continuous(epsilon: float, sigma: float, tau: float, ell: int) -> float:
@@ -112,10 +121,16 @@ def gshm_delta_continuous(epsilon: float, sigma: float, tau: float, ell: int) ->
     return _condition(epsilon, ell, log_p, lambda j, e: gaussian_profile(j, e, sigma))
 
 
-def gshm_delta_discrete(epsilon: float, sigma2: float, tau: int, ell: int) -> float:
-    """A valid δ for GSHM with discrete Gaussian N_Z(0, σ²) noise (module docstring)."""
-    log_p = math.log1p(-discrete_gaussian_tail(int(tau), float(sigma2)))
-    return _condition(epsilon, ell, log_p, lambda j, e: zcdp_profile(j / (2.0 * float(sigma2)), e))
+def gshm_delta_discrete(epsilon: float, sigma2: float, tau: int, ell: int, above: float = math.inf) -> float:
+    """A valid δ for GSHM with discrete Gaussian N_Z(0, σ²) noise (module docstring); with
+    ``above``, a value > ``above`` as soon as the δ is known to exceed it (:func:`_condition`)."""
+    log_p = _log_p(tau, sigma2)
+    return _condition(epsilon, ell, log_p, lambda j, e: zcdp_profile(j / (2.0 * float(sigma2)), e), above)
+
+
+def _log_p(tau: int, sigma2: float) -> float:
+    """ln p, p = Pr[Y <= τ − 1] for Y ~ N_Z(0, σ²): a count-1 key is dropped."""
+    return math.log1p(-discrete_gaussian_tail(int(tau), float(sigma2)))
 
 
 def lemma_8_6_parameters(epsilon: float, delta: float, ell: int) -> tuple[float, float]:
@@ -144,12 +159,28 @@ def smallest_tau_continuous(
     return hi
 
 
+def _tau_top(sigma2: float) -> int:
+    """A τ beyond which the threshold term no longer matters (Pr[Y >= τ] underflows)."""
+    return int(45 * math.sqrt(sigma2)) + 10
+
+
+def gshm_feasible(epsilon: float, delta: float, ell: int, sigma2: float) -> bool:
+    """Whether some τ satisfies the discrete condition for this σ² (the Gaussian part fits in δ)."""
+    return gshm_delta_discrete(epsilon, sigma2, _tau_top(sigma2), ell, above=delta) <= delta
+
+
 def smallest_tau_discrete(epsilon: float, delta: float, ell: int, sigma2: float) -> int | None:
-    """Smallest integer τ satisfying the discrete condition; None if no τ works for this σ²."""
-    top = int(45 * math.sqrt(sigma2)) + 10
-    if gshm_delta_discrete(epsilon, sigma2, top, ell) > delta:
+    """Smallest integer τ satisfying the discrete condition; None if no τ works for this σ².
+
+    The search starts at the smallest τ whose threshold term 1 − p^l alone fits in δ (a scalar
+    computation; no smaller τ can satisfy the condition, the term falling with τ), which is the
+    answer or close to it when the Gaussian part is well inside δ."""
+    if not gshm_feasible(epsilon, delta, ell, sigma2):
         return None
-    return smallest_satisfying(lambda tau: gshm_delta_discrete(epsilon, sigma2, tau, ell) <= delta, 0, top)
+    first = smallest_satisfying(lambda tau: -math.expm1(ell * _log_p(tau, sigma2)) <= delta, 0)
+    return smallest_satisfying(
+        lambda tau: gshm_delta_discrete(epsilon, sigma2, tau, ell, above=delta) <= delta, first
+    )
 
 
 @dataclass(frozen=True)
@@ -180,21 +211,27 @@ def calibrate_gshm(epsilon: float, delta: float, ell: int, beta: float = 0.05) -
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     check_int("ell", ell, type_error=ValueError)
 
+    def rounded(sigma: float) -> Fraction:
+        return Fraction(math.ceil(sigma * sigma * 100), 100)
+
     def evaluate(sigma: float) -> GSHMParameters | None:
-        s2 = Fraction(math.ceil(sigma * sigma * 100), 100)
+        s2 = rounded(sigma)
         tau = smallest_tau_discrete(eps, dlt, ell, float(s2))
         if tau is None:
             return None
         b = smallest_abs_bound(lambda m: discrete_gaussian_abs_tail(m, float(s2)), ell, beta)
         return GSHMParameters(s2, tau, ell, eps, dlt, b, beta)
 
+    def infeasible(sigma: float) -> bool:
+        return not gshm_feasible(eps, dlt, ell, float(rounded(sigma)))
+
     # Smallest feasible σ: bisect on feasibility (the Gaussian part alone must fit in δ).
     lo, hi = 0.05, max(1.0, math.sqrt(ell) / eps)
-    while evaluate(hi) is None:
+    while infeasible(hi):
         lo, hi = hi, hi * 2
     for _ in range(30):
         mid = math.sqrt(lo * hi)
-        if evaluate(mid) is None:
+        if infeasible(mid):
             lo = mid
         else:
             hi = mid
