@@ -11,8 +11,9 @@ State (issue 25: O(events) per message, not O(k)): each shard's open sketches li
 messages (:class:`ShardSketcher` with ``live``), and a message only updates them. They are
 flushed — serialised into a ``MapState`` from epoch to the sketch (core binary format), with the
 small progress record — when an epoch closes, the shard fails closed or ends, and at least every
-:data:`FLUSH_EVERY` messages; the messages since the last flush are kept in a ``ListState``
-(each appended once: O(its events)). The checkpointed state is therefore the flushed sketches,
+:data:`~privstream.operators.unflushed.FLUSH_EVERY` messages; the messages since the last flush are
+kept in a ``ListState`` (:class:`~privstream.operators.unflushed.UnflushedMessages`, each appended
+once: O(its events)). The checkpointed state is therefore the flushed sketches,
 the progress and the messages since, with the Kafka offsets. A restore rebuilds each shard's live
 sketches from exactly that — the flushed sketches with the messages since replayed in order (a
 message that closed an epoch or failed was flushed, so a replayed one emits nothing) — then the
@@ -38,6 +39,7 @@ from privstream.operators.payloads import EndPayload, Payload, PayloadError, Wat
 from privstream.operators.shard_logic import Misrouted, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.test_hooks import TestHooks
+from privstream.operators.unflushed import UnflushedMessages
 from pyflink.common import Types
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -65,10 +67,6 @@ class Rejected(NamedTuple):
     reason: str
     shard: int | None = None
 
-
-#: A shard's live sketches are flushed to Flink state at least every this many messages (and
-#: whenever an epoch closes), bounding the messages a restore replays.
-FLUSH_EVERY = 64
 
 #: Event-time timer that fires only on the final (maximum) watermark, i.e. at the end of input.
 END_OF_INPUT = 2**63 - 2
@@ -145,7 +143,6 @@ class ShardSketchFunction(KeyedProcessFunction):
         self._sizes: dict[int, dict[int, int]] = {}
         self._progress_sizes: dict[int, int] = {}
         self._live: dict[int, ShardSketcher] = {}
-        self._unflushed: dict[int, int] = {}
         self.metrics = OperatorMetrics.disabled()  # open() registers the real ones
 
     def open(self, runtime_context: RuntimeContext) -> None:
@@ -155,13 +152,12 @@ class ShardSketchFunction(KeyedProcessFunction):
         self.progress = runtime_context.get_state(ValueStateDescriptor("shard-progress", BYTES))
         #: the messages (payloads) counted since the last flush, in order: with the flushed sketches
         #: and progress they are the checkpointed state (module docstring)
-        self.since = runtime_context.get_list_state(
-            ListStateDescriptor("since-flush", Types.PICKLED_BYTE_ARRAY())
+        self.since = UnflushedMessages(
+            runtime_context.get_list_state(ListStateDescriptor("since-flush", Types.PICKLED_BYTE_ARRAY()))
         )
         #: shard -> its live sketcher (sketch objects in memory between messages); emptied by every
         #: restore (open() runs again) and rebuilt from the state
         self._live: dict[int, ShardSketcher] = {}
-        self._unflushed: dict[int, int] = {}
         #: shard -> (epoch -> bytes of its sketch) and shard -> bytes of its progress record, as
         #: written since this task (re)started: the ``stateBytes`` gauge
         self._sizes = {}
@@ -213,26 +209,22 @@ class ShardSketchFunction(KeyedProcessFunction):
                 self.shards,
                 live={},
             )
-            since = list(self.since.get() or [])
-            for payload in since:
+            for payload in self.since.restore(shard):
                 live.add(payload)
             self._live[shard] = live
-            self._unflushed[shard] = len(since)
         return live
 
     def _commit(self, sketcher: ShardSketcher, payload: Payload | None, flush: bool) -> None:
         """After a message: flush the live sketches and the progress to Flink state when ``flush``
-        (an epoch closed, the shard failed closed or ended), or every :data:`FLUSH_EVERY` messages;
-        else only record the message among those since the last flush (O(events), not O(k))."""
-        shard = sketcher.shard
-        if flush or self._unflushed.get(shard, 0) + 1 >= FLUSH_EVERY:
+        (an epoch closed, the shard failed closed or ended), or every
+        :data:`~privstream.operators.unflushed.FLUSH_EVERY` messages; else only record the message
+        among those since the last flush (O(events), not O(k))."""
+
+        def write() -> None:
             sketcher.flush()
             self.progress.update(sketcher.progress.to_bytes())
-            self.since.clear()
-            self._unflushed[shard] = 0
-        elif payload is not None:
-            self.since.add(payload)
-            self._unflushed[shard] = self._unflushed.get(shard, 0) + 1
+
+        self.since.commit(sketcher.shard, payload, flush, write)
 
     def _scheduled_start(self, sketcher: ShardSketcher) -> list[ShardSketch]:
         """A declared schedule's first punctuation, once per shard (before its first element)."""

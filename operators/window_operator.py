@@ -2,10 +2,14 @@
 
 :class:`WindowShardFunction` is keyed by the Kafka partition (one key = one shard = one DPSW-Sketch,
 Wang–Wang–Chen KDD 2024, Alg. 2). Its keyed ``ValueState`` is the shard sketch's versioned binary
-state (:meth:`~privstream.window.DPSWSketch.to_bytes`), updated after every message that changed it
-(items counted, or, in event time, the clock moved by an ``EpochWatermark`` punctuation) and
-checkpointed with the Kafka source offsets, so a restore replays exactly the messages after the
-checkpoint into exactly that sketch (whose keyed noise redraws the same values; a new submission
+state (:meth:`~privstream.window.DPSWSketch.to_bytes`). The sketch itself lives in memory between
+messages (issue 25: O(events) per message, not O(state)): it is written to that state after every
+message with an output (a release or a dead letter) and at least every
+:data:`~privstream.operators.unflushed.FLUSH_EVERY` messages that changed it; the messages since are
+appended to a ``ListState`` (:class:`~privstream.operators.unflushed.UnflushedMessages`). Both are
+checkpointed with the Kafka source offsets, so a restore rebuilds exactly the sketch at the
+checkpoint (the written bytes, the messages since replayed: they had no output) and the source
+replays exactly the messages after it (the keyed noise redraws the same values; a new submission
 resuming a savepoint re-keys it: :class:`~privstream.operators.window_logic.WindowShardLogic`). A
 second ``ValueState`` holds the shard's binding (shard count, shard key, domain:
 :meth:`~privstream.operators.window_logic.WindowSettings.binding`, which the sketch state does not
@@ -24,11 +28,12 @@ from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS
 from privstream.operators.test_hooks import TestHooks
+from privstream.operators.unflushed import UnflushedMessages
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
 from pyflink.common import Types
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 #: TESTS ONLY: the sketch state after every release (NOT private: raw counters and the noise key)
 STATES = OutputTag("window-states", BYTES)
@@ -52,6 +57,10 @@ class WindowShardFunction(KeyedProcessFunction):
         self.sketch = runtime_context.get_state(ValueStateDescriptor("dpsw-sketch", BYTES))
         self.refused = runtime_context.get_state(ValueStateDescriptor("refused", Types.STRING()))
         self.binding = runtime_context.get_state(ValueStateDescriptor("binding", Types.STRING()))
+        #: (payload, offset) of each message that changed the sketch since it was last written
+        self.since = UnflushedMessages(
+            runtime_context.get_list_state(ListStateDescriptor("since-write", Types.PICKLED_BYTE_ARRAY()))
+        )
         self._logic: dict[int, WindowShardLogic] = {}  # shard -> sketch; rebuilt after every restore
         self._sizes = {}  #: shard -> bytes of its sketch state as last written
         self.metrics = OperatorMetrics.register(
@@ -69,8 +78,18 @@ class WindowShardFunction(KeyedProcessFunction):
             logic = WindowShardLogic(
                 self.settings, shard, state, self.refused.value(), binding, hooks=self.hooks
             )
+            for payload, offset in self.since.restore(shard):
+                replayed = logic.process(payload, offset, self.topic)
+                assert not replayed, "a message with outputs is written at once, never replayed"
             self._logic[shard] = logic
         return logic
+
+    def _write(self, shard: int, logic: WindowShardLogic) -> None:
+        state = logic.to_bytes()
+        self.sketch.update(state)
+        self._sizes[shard] = len(state)
+        if self.binding.value() != logic.binding:
+            self.binding.update(logic.binding)
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         shard = int(value[1])
@@ -82,13 +101,15 @@ class WindowShardFunction(KeyedProcessFunction):
         except BaseException:
             self._logic.pop(shard, None)  # never keep a sketch left half-changed by an error
             raise
-        if (logic.sketch.items, logic.sketch.clock) != seen:  # event time: a punctuation moves the clock
-            state = logic.to_bytes()
-            self.sketch.update(state)
-            self._sizes[shard] = len(state)
-            if self.binding.value() != logic.binding:
-                self.binding.update(logic.binding)
-        if logic.refused != refused:
+        changed = (
+            logic.sketch.items,
+            logic.sketch.clock,
+        ) != seen  # event time: a punctuation moves the clock
+        refusing = logic.refused != refused
+        if changed or refusing:  # a refusal is written at once: a refusing shard replays nothing
+            flush = bool(outputs) or refusing
+            self.since.commit(shard, (payload, int(value[2])), flush, lambda: self._write(shard, logic))
+        if refusing:
             self.refused.update(logic.refused)
             self.metrics.inc("refusals")  # the shard fails closed: it releases nothing more
         self.metrics.inc("eventsCounted", logic.sketch.items - seen[0])

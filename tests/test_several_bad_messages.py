@@ -131,10 +131,11 @@ def shard_function(
     spec: SketchSpec, sketches: MapStateStub, progress: ValueStateStub, since: ListStateStub | None = None
 ) -> Any:
     from privstream.operators.sketch_operator import ShardSketchFunction
+    from privstream.operators.unflushed import UnflushedMessages
 
     function = ShardSketchFunction(spec, TimeEpochs(1000), TOPIC, shards=SHARDS)
     function.sketches, function.progress = sketches, progress  # what open() gets from Flink
-    function.since = ListStateStub() if since is None else since
+    function.since = UnflushedMessages(ListStateStub() if since is None else since)
     return function
 
 
@@ -229,7 +230,7 @@ def test_heavy_hitters_several_bad_messages_interleaved(mode: str) -> None:
     assert releaser.ledger.sequence == 1
 
     # a restore (same keyed state) keeps refusing; one more misrouted and one more malformed message
-    restored = shard_function(spec, sketches, ValueStateStub(progress.value()), first.since)
+    restored = shard_function(spec, sketches, ValueStateStub(progress.value()), first.since.state)
     more, later = run(restored, [(13, batch([OTHER[5]], 3100)), (14, USER_SET), (15, watermark(4000))])
     assert sorted(more) == [13, 14] and "misrouted" in more[13]["error"]
     assert ShardProgress.from_bytes(restored.progress.value()).misrouted == first_reason

@@ -23,6 +23,7 @@ from privstream.operators.payloads import EventPayload, UserSetPayload, Watermar
 from privstream.operators.shard_logic import ShardSketch, ShardSketcher
 from privstream.operators.sketch_operator import ShardSketchFunction, TypedEvent
 from privstream.operators.sketch_spec import SketchSpec
+from privstream.operators.unflushed import UnflushedMessages
 
 from tests.test_several_bad_messages import ContextStub, ListStateStub, MapStateStub, ValueStateStub
 
@@ -55,12 +56,12 @@ def function(spec: SketchSpec, policy: Any, state: dict[str, Any] | None = None)
     """The operator on stub state (``state``: a checkpoint's copy), as ``open()`` leaves it."""
     f = ShardSketchFunction(spec, policy, "t", shards=1, typed=True)
     state = state or {"sketches": MapStateStub(), "progress": ValueStateStub(), "since": ListStateStub()}
-    f.sketches, f.progress, f.since = state["sketches"], state["progress"], state["since"]
+    f.sketches, f.progress, f.since = state["sketches"], state["progress"], UnflushedMessages(state["since"])
     return f
 
 
 def state_of(f: ShardSketchFunction) -> dict[str, Any]:
-    return copy.deepcopy({"sketches": f.sketches, "progress": f.progress, "since": f.since})
+    return copy.deepcopy({"sketches": f.sketches, "progress": f.progress, "since": f.since.state})
 
 
 def feed(f: ShardSketchFunction, payloads: list[Any]) -> list[ShardSketch]:
@@ -93,7 +94,7 @@ def test_a_restore_from_any_checkpoint_emits_identical_sketches(spec: SketchSpec
         checkpoints[i] = (state_of(live), len(emitted))  # a checkpoint before message i
         emitted += feed(live, [payload])
     assert emitted == reference_out  # the live path alone
-    assert len(live.since.get()) > 0  # the run ended between flushes: the list is in use
+    assert len(live.since.state.get()) > 0  # the run ended between flushes: the list is in use
     for i in (1, 30, 63, 64, 65, 100, 149):
         state, already = checkpoints[i]
         restored = function(spec, policy, copy.deepcopy(state))
@@ -103,7 +104,7 @@ def test_a_restore_from_any_checkpoint_emits_identical_sketches(spec: SketchSpec
 def test_a_message_costs_its_events_not_the_sketch() -> None:
     """Between flushes a message writes nothing but itself to state: the flushed sketch bytes stay
     untouched until an epoch closes or FLUSH_EVERY messages have been counted."""
-    from privstream.operators.sketch_operator import FLUSH_EVERY
+    from privstream.operators.unflushed import FLUSH_EVERY
 
     spec, policy = SketchSpec("mg", 4096), CountEpochs(10**9)
     f = function(spec, policy)
@@ -116,4 +117,4 @@ def test_a_message_costs_its_events_not_the_sketch() -> None:
     ]
     feed(f, payloads)
     assert len(writes) == 200 // FLUSH_EVERY  # one sketch write per flush, none per message
-    assert len(f.since.get()) == 200 % FLUSH_EVERY
+    assert len(f.since.state.get()) == 200 % FLUSH_EVERY
