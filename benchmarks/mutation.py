@@ -17,7 +17,7 @@ Each module is run in its own workspace ``build/mutation/<module>/`` (never in t
   the numba ``@njit`` decorators are dropped with ``NUMBA_DISABLE_JIT=1`` set for the tests (numba
   then runs the same Python functions; mutmut cannot trampoline into compiled code);
 * only the module's own fast test files run (``-m "not flink and not kafka and not slow"``), one
-  worker process (``--max-children 1``).
+  worker process by default (``--jobs`` for more, on an otherwise idle machine).
 
 The report (``benchmarks/mutation_report.md`` and ``.json``) counts, per module, killed / survived /
 timeout / no-tests mutants and lists every survivor (file:line, function, original and mutated line).
@@ -582,6 +582,12 @@ def make_mutable(text: str, numba: bool) -> tuple[str, list[int | None]]:
     return "\n".join(out) + "\n", origin
 
 
+#: seconds one test may run under a mutant (pytest-timeout, via PYTEST_ADDOPTS so that mutmut's
+#: configuration and its cached verdicts are unchanged): a mutant that makes a sampler's loop run
+#: forever fails that test — counted as killed — after this, not after mutmut's own timeout (5x the
+#: whole selection's time, minutes). 4x the slowest test of any unit under mutmut's trampolines.
+MUTANT_TEST_TIMEOUT_S = 60
+
 #: address-space limit of mutmut and its test processes: a mutant that makes a search run away
 #: (e.g. σ grown without bound, each step building larger discrete Gaussian tables) fails with a
 #: MemoryError, i.e. is killed, instead of exhausting the machine's memory
@@ -593,6 +599,22 @@ def _limit_memory() -> None:
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
+
+#: appended to the workspace's tests/conftest.py (never the repository's): under a mutant, the kill
+#: tests first, then the others fastest first (mutmut's recorded durations), so that a killed mutant
+#: stops (``-x``) at the first cheap test that fails on it. Order only: a survivor still runs every
+#: test.
+ORDER_HOOK = """
+
+# ---- mutation workspace only (benchmarks/mutation.py): run the cheapest tests first ----
+def pytest_collection_modifyitems(session, config, items):
+    import json
+    from pathlib import Path
+
+    stats = Path("mutmut-stats.json")
+    durations = json.loads(stats.read_text()).get("duration_by_test", {}) if stats.exists() else {}
+    items.sort(key=lambda item: ("test_mutation_kills_" not in item.nodeid, durations.get(item.nodeid, 0.0)))
+"""
 
 SUPPORT = '''"""Mutation workspace only: caches keyed by the active mutant as well as the arguments."""
 
@@ -640,6 +662,10 @@ def build_workspace(module: Module, fresh: bool) -> Path:
     for src, dst in PACKAGE_DIRS.items():
         shutil.copytree(ROOT / src, ws / dst, ignore=ignore)
     (ws / "privstream" / "_mutation_support.py").write_text(SUPPORT)
+    for tests in (ws / "tests", ws / "mutants" / "tests"):  # mutmut copied the tests once
+        if tests.exists():
+            conftest = (ROOT / "tests" / "conftest.py").read_text()
+            (tests / "conftest.py").write_text(conftest + ORDER_HOOK)
     origins: dict[str, list[int | None]] = {}
     for source in module.sources:
         target = ws / installed_path(source)
@@ -679,7 +705,7 @@ def open_mutants(module: Module) -> list[str]:
     ]
 
 
-def run_module(module: Module, fresh: bool, survivors_only: bool = False) -> int:
+def run_module(module: Module, fresh: bool, survivors_only: bool = False, jobs: int = 1) -> int:
     names = open_mutants(module) if survivors_only else module.globs()
     if survivors_only and not names:
         log.info("module %s: no open mutants to rerun", module.name)
@@ -691,13 +717,14 @@ def run_module(module: Module, fresh: bool, survivors_only: bool = False) -> int
     before = {p: json.loads(p.read_text()) for p in (ws / "mutants").rglob("*.py.meta")}
     env = dict(os.environ)
     env.pop("MUTANT_UNDER_TEST", None)
+    env["PYTEST_ADDOPTS"] = f"-o timeout={MUTANT_TEST_TIMEOUT_S}"
     if module.numba:
         env["NUMBA_DISABLE_JIT"] = "1"
     mutmut = Path(sys.executable).with_name("mutmut")
     log.info("module %s: mutmut run in %s (tests: %s)", module.name, ws, " ".join(module_tests(module)))
     with open(ws / "mutmut.log", "w") as out:
         proc = subprocess.run(
-            [str(mutmut), "run", "--max-children", "1", *names],
+            [str(mutmut), "run", "--max-children", str(jobs), *names],
             cwd=ws,
             env=env,
             stdout=out,
@@ -942,6 +969,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="reuse the workspace (mutmut keeps unchanged results)"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="mutants tested at once (default 1; more only on an otherwise idle machine: a loaded one "
+        "turns slow tests into timeouts)",
+    )
     args = parser.parse_args(argv)
     global BASE_TESTS_ONLY
     BASE_TESTS_ONLY = args.base_tests_only
@@ -957,7 +991,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not args.report_only:
         for name in names:
-            run_module(BY_NAME[name], fresh=not (args.keep or args.survivors), survivors_only=args.survivors)
+            run_module(
+                BY_NAME[name],
+                fresh=not (args.keep or args.survivors),
+                survivors_only=args.survivors,
+                jobs=args.jobs,
+            )
     table = write_report(list(BY_NAME))
     for name, row in table.items():
         print(f"{name:12s} {row}")
