@@ -1,0 +1,114 @@
+"""Lebeda–Tětek Alg. 1 in privstream's two representations — the compiled kernel over arrays
+(:func:`~privstream.sketches.kernels.alg1_run`) and the item-by-item dict path — and the switches
+between them, each against the naive reference of tests/test_sketch_reference.py.
+
+Written for the mutation run of issue 23 (``python benchmarks/mutation.py sketches``): the kernel's
+state carried from one batch to the next (its zero list and position), its skip over zero slots
+that were incremented since the last decrement, and the paths that switch representation (a str
+key stored, str items in a batch, a sketch restored from bytes). The sensitivity the releases rely
+on (Lemma 2) is a property of exactly these slots. Deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privstream.sketches import MisraGries
+from tests.test_sketch_reference import alg1_reference
+
+
+def _slots(sketch: MisraGries) -> dict:
+    return dict(sketch.slots())
+
+
+def _check(sketch: MisraGries, k: int, stream: list) -> None:
+    slots, decrements = alg1_reference(k, stream)
+    assert _slots(sketch) == slots
+    assert sketch.decrements == decrements
+    assert sketch.n == len(stream)
+
+
+def test_the_kernel_skips_every_zero_slot_incremented_since_the_decrement() -> None:
+    """k = 3: 1, 2, 3 fill the slots, 4 decrements all (zeros 1, 2, 3), 1 and 2 come back (Branch 1
+    on zero-count keys), so 5 must skip both and evict 3, the only zero left."""
+    stream = [1, 2, 3, 4, 1, 2, 5]
+    sketch = MisraGries(3)
+    sketch.update_batch(np.array(stream, dtype=np.int64))
+    assert _slots(sketch) == {1: 1, 2: 1, 5: 1}
+    _check(sketch, 3, stream)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batches_cut_anywhere_continue_the_kernel_state(seed: int) -> None:
+    """A skewed stream over few keys (many decrements and evictions) fed as batches of 1 to 9 items:
+    each batch starts from the previous one's zero list and position, so the slots and the
+    decrement count are the reference's after every batch."""
+    rng = np.random.default_rng(seed)
+    k = 5
+    stream = [int(x) for x in rng.integers(0, 12, 400)]
+    sketch = MisraGries(k)
+    at = 0
+    while at < len(stream):
+        size = int(rng.integers(1, 10))
+        sketch.update_batch(np.array(stream[at : at + size], dtype=np.int64))
+        at += size
+        _check(sketch, k, stream[:at])
+    assert sketch.decrements > 10
+
+
+def test_a_stored_str_key_sends_int_batches_item_by_item() -> None:
+    """Once a str key is stored the slots cannot be int arrays: an int batch then runs item by item,
+    with the same result as the reference."""
+    k = 4
+    head = ["a", 1, "b", 2, "a", 3, 4, 5, "c"]
+    tail = [1, 1, 2, 6, 7, 1, 8, 9, 2, 2, 10]
+    sketch = MisraGries(k)
+    for x in head:
+        sketch.update(x)
+    sketch.update_batch(np.array(tail, dtype=np.int64))
+    _check(sketch, k, head + tail)
+
+
+def test_a_batch_of_str_items_is_alg1_item_by_item() -> None:
+    k = 3
+    stream = ["x", "y", "z", "w", "x", "y", "v", "x", "u", "t", "x"]
+    sketch = MisraGries(k)
+    sketch.update_batch(np.array([1, 2], dtype=np.int64))
+    sketch.update_batch(stream)
+    _check(sketch, k, [1, 2, *stream])
+
+
+@pytest.mark.parametrize("keys", ["str", "int"])
+def test_a_restored_sketch_continues_alg1(keys: str) -> None:
+    """``from_bytes`` of a sketch holding str keys (the dict path, its zero-key heap not yet built)
+    or only int keys (arrays), then more items one by one and in a batch: the reference's slots."""
+    k = 4
+    rng = np.random.default_rng(7)
+    values = [int(x) for x in rng.integers(0, 9, 120)]
+    stream = [f"s{v}" for v in values] if keys == "str" else values
+    cut = 50
+    first = MisraGries(k)
+    for x in stream[:cut]:
+        first.update(x)
+    restored = MisraGries.from_bytes(first.to_bytes())
+    for x in stream[cut:90]:
+        restored.update(x)
+    restored.update_batch(stream[90:])
+    _check(restored, k, stream)
+
+
+def test_batches_after_a_restore_keep_the_zero_list_the_last_decrement_made() -> None:
+    """k = 4, restored with one zero slot (key 4): batch [6, 7, 8] evicts 4, decrements (zeros
+    1, 2, 3, 6) and evicts 1; the next batch [9] must evict 2, the next zero of that list — not
+    decrement again because the restored sketch had a single zero."""
+    head = [1, 2, 3, 4, 5, 1, 2, 3]
+    first = MisraGries(4)
+    for x in head:
+        first.update(x)
+    assert sum(1 for _, c in first.slots() if c == 0) == 1
+    restored = MisraGries.from_bytes(first.to_bytes())
+    restored.update_batch(np.array([6, 7, 8], dtype=np.int64))
+    restored.update_batch(np.array([9], dtype=np.int64))
+    assert _slots(restored) == {3: 0, 6: 0, 8: 1, 9: 1}
+    _check(restored, 4, [*head, 6, 7, 8, 9])
