@@ -335,10 +335,10 @@ class LedgerEntry:
                 or not isinstance(data["hash"], str)
                 or not valid_composition(data["composition"])
             ):
-                raise LedgerFormatError("ledger entry: malformed text fields or composition")
+                raise LedgerFormatError("malformed text fields or composition")  # prefixed below
             budget = _budget_of(data["charge"], "entry charge")
             if type(budget) is not type(total):
-                raise LedgerFormatError("ledger entry: charge kind differs from the total's")
+                raise LedgerFormatError("charge kind differs from the total's")  # prefixed below
             entry = cls(
                 strings["ledger_id"],
                 check_int("entry sequence", data["sequence"], minimum=1, type_error=LedgerFormatError),
