@@ -407,6 +407,42 @@ def test_the_tau_search_moves_up_when_the_gaussian_part_binds() -> None:
     assert smallest_tau_discrete(epsilon, delta, ell, sigma2) == expected
 
 
+def test_a_bar_met_exactly_by_one_term_family_still_sees_the_larger_one() -> None:
+    """The early exit returns a term only when it is strictly above the bar: with the bar equal to
+    the largest δ_j(ε + γ_j) (the made-up profile of the term-family test, where the middle family
+    is larger and 1 − p^l is below the bar) the full value, the middle family's, is returned."""
+
+    def profile(j: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return np.clip(0.3 + 0.02 * j - 0.05 * e, 0.0, 1.0)
+
+    epsilon, ell, log_p = 0.5, 4, math.log(0.9)
+    j = np.arange(1, ell + 1, dtype=float)
+    shifted = float(profile(j, epsilon + (ell - j) * log_p).max())
+    full = _condition(epsilon, ell, log_p, profile)
+    assert -math.expm1(ell * log_p) < shifted < full
+    assert _condition(epsilon, ell, log_p, profile, above=shifted) == full
+
+
+def test_a_delta_met_with_equality_counts_as_met() -> None:
+    """The condition is δ_GSHM <= δ: a δ equal to the computed value is met, by the feasibility
+    test at the top of the τ range, by the threshold term that starts the τ search, and by the
+    search itself (ε = 1, l = 4, σ² = 400: at τ = 40 the threshold term decides)."""
+    from privstream.mechanisms.gshm import _log_p, gshm_delta_discrete, gshm_feasible, smallest_tau_discrete
+
+    epsilon, ell, sigma2 = 1.0, 4, 400.0
+    top = int(45 * math.sqrt(sigma2)) + 10
+    at_top = gshm_delta_discrete(epsilon, sigma2, top, ell)
+    assert gshm_feasible(epsilon, at_top, ell, sigma2)
+    tau = 40
+    delta = gshm_delta_discrete(epsilon, sigma2, tau, ell)
+    assert delta == -math.expm1(ell * _log_p(tau, sigma2))  # the threshold term decides here
+    assert gshm_delta_discrete(epsilon, sigma2, tau - 1, ell) > delta
+    assert smallest_tau_discrete(epsilon, delta, ell, sigma2) == tau
+    inner = gshm_delta_discrete(1.0, 50.0, 40, 4)  # here the Gaussian part (j = l) decides
+    assert inner > -math.expm1(4 * _log_p(40, 50.0))
+    assert smallest_tau_discrete(1.0, inner, 4, 50.0) <= 40
+
+
 # ---- calibrate_gshm's search, re-run from its description with this file's own τ + b -------------
 
 
