@@ -672,9 +672,7 @@ def test_entry_from_dict_refusals() -> None:
     )
     refused({"ledger_id": ""}, r"^ledger entry: malformed text fields or composition$")
     refused({"label": 3}, r"^ledger entry: malformed text fields or composition$")
-    refused(
-        {"hash": 3}, r"^ledger entry: malformed text fields or composition$", rehash=False
-    )
+    refused({"hash": 3}, r"^ledger entry: malformed text fields or composition$", rehash=False)
     refused(
         {"totals": {**good["totals"], "current_epoch": "1"}},
         r"^ledger entry: totals current_epoch: must be an int, got str$",
