@@ -112,7 +112,7 @@ class Module:
 MODULES: tuple[Module, ...] = (
     Module(
         "routing",
-        ("operators/routing.py",),
+        ("operators/routing.py", "privstream/partitioning.py"),
         ("tests/test_window_job_logic.py", "tests/test_flink_operator_logic.py"),
         optional_tests=("tests/test_mutation_kills_routing.py",),
     ),

@@ -37,8 +37,7 @@ def routing_error(payload: Payload, partition: int, partitions: int, shard_key: 
             )
     if not keys:
         return None
-    column = np.asarray(keys) if all(type(x) is int for x in keys) else np.asarray(keys, dtype=object)
-    wrong = int((partition_for(column, partitions) != partition).sum())
+    wrong = int((partition_for(keys, partitions) != partition).sum())
     if wrong == 0:
         return None
     return (

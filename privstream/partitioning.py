@@ -27,8 +27,14 @@ def _int_hashes(values: np.ndarray) -> np.ndarray:
 
 
 def partition_for(keys: np.ndarray | Sequence[Any], num_partitions: int) -> np.ndarray:
-    """Stable partition per key (ints and strings, mixed allowed), modulo ``num_partitions``."""
-    keys = np.asarray(keys)
+    """Stable partition per key (ints and strings, mixed allowed), modulo ``num_partitions``.
+
+    A sequence that is not all ints is read as an object column, never as a numpy string array:
+    that would turn ints into their decimal text and drop a string's trailing NUL characters, so
+    the same key would hash differently as a list than as the object column the job's routing
+    check reads."""
+    if not isinstance(keys, np.ndarray):
+        keys = np.asarray(keys) if all(type(k) is int for k in keys) else np.asarray(keys, dtype=object)
     if keys.dtype.kind in "iu":
         hashes = _int_hashes(keys)
     else:

@@ -114,3 +114,27 @@ def test_one_partition_and_non_event_payloads_are_never_misrouted() -> None:
     assert routing_error(_events(items), 0, 1, "item") is None
     assert routing_error(EndPayload("p", 3), 0, PARTS, "item") is None
     assert routing_error(_events([]), 0, PARTS, "item") is None
+
+
+@pytest.mark.parametrize("key", ["ab\x00", "\x00", "x\x00\x00", 17])
+def test_a_key_hashes_the_same_as_a_list_as_an_object_column_and_in_the_check(key: object) -> None:
+    """A string with trailing NUL characters (Avro strings may carry them) keeps them: a numpy
+    string array would drop them and hash another key. The list form, the object column and the
+    routing check agree on the key's partition; a typed element of the public operators goes to
+    exactly that shard (operators/elements.py)."""
+    from privstream.operators.elements import element_payload
+
+    home = _home(key)
+    assert int(partition_for([key], PARTS)[0]) == home
+    shard, payload = element_payload(
+        (key, None, 5), user_level=False, shard_key="item", shards=PARTS, needs_time=False
+    )
+    assert shard == home
+    assert routing_error(payload, shard, PARTS, "item") is None
+
+
+def test_a_list_of_mixed_keys_hashes_each_key_by_its_own_type() -> None:
+    """``partition_for`` on a list with ints and strings: each int by its integer hash, each string
+    by its bytes (not the decimal text of the ints)."""
+    keys = [1, "a", 2, "b\x00"]
+    assert partition_for(keys, PARTS).tolist() == [_home(k) for k in keys]
