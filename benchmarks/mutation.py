@@ -279,10 +279,25 @@ MODULES: tuple[Module, ...] = (
             "privstream/noise/distributions.py",
         ),
         ("tests/test_noise_samplers.py", "tests/test_noise_vectorised.py"),
-        optional_tests=("tests/test_mutation_kills_noise.py",),
-        # The samplers and their random sources. Not: distributions.py's pmf/tail formulas (error
-        # bounds and the tests' reference laws), Limits (resource caps).
+        optional_tests=(
+            "tests/test_mutation_kills_noise.py",
+            "tests/test_mechanisms_calibration.py",  # the tails and searches behind every threshold
+            "tests/test_mechanisms_exact_threshold.py",
+        ),
+        # The samplers and their random sources, and distributions.py's tails and searches (they set
+        # GSHM's tau and the PMG / Laplace / exact thresholds, and the noise bounds). Not: Limits
+        # (resource caps).
         functions=(
+            "_alpha",
+            "discrete_laplace_pmf",
+            "discrete_laplace_tail",
+            "discrete_laplace_abs_tail",
+            "_gaussian_table",
+            "discrete_gaussian_pmf",
+            "discrete_gaussian_tail",
+            "discrete_gaussian_abs_tail",
+            "smallest_satisfying",
+            "smallest_abs_bound",
             "as_fraction",
             "_bernoulli_rational",
             "_bernoulli_exp_unit",
@@ -381,6 +396,21 @@ MODULES: tuple[Module, ...] = (
             "compose_sequential",
             "compose_parallel",
         ),
+    ),
+    Module(
+        "keys",
+        ("operators/release_logic.py", "operators/window_logic.py", "operators/ldp_logic.py"),
+        (
+            "tests/test_keyed_noise_independence.py",
+            "tests/test_release_logic.py",
+            "tests/test_window_job_logic.py",
+        ),
+        optional_tests=("tests/test_ldp_job_logic.py", "tests/test_mutation_kills_keys.py"),
+        # The keyed-noise contexts of the jobs' operators: what a release's, a DPSW shard's and an
+        # LDP report's noise is keyed by (distinct inputs must draw independent noise, an identical
+        # replay the same). Not: the rest of the job logic (routing has its own unit; releases,
+        # sketches and windows are the core units).
+        functions=("EpochReleaser._rng", "WindowSettings.shard_noise_key", "LdpServerLogic._process"),
     ),
     Module(
         "sketches",
