@@ -138,3 +138,15 @@ def test_a_list_of_mixed_keys_hashes_each_key_by_its_own_type() -> None:
     by its bytes (not the decimal text of the ints)."""
     keys = [1, "a", 2, "b\x00"]
     assert partition_for(keys, PARTS).tolist() == [_home(k) for k in keys]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.uint32, np.int64])
+def test_int_keys_of_any_width_hash_as_their_int64_value(dtype: type) -> None:
+    """The partition of an int key is a function of its value, not of the array's dtype: the same
+    keys as int8/int32/uint16/uint32 arrays go where their int64 copies go, and the partitions are
+    int64 (usable as indices)."""
+    values = [0, 1, 7, 100, 127]
+    narrow = partition_for(np.array(values, dtype=dtype), 7)
+    assert narrow.dtype == np.int64
+    assert narrow.tolist() == partition_for(np.array(values, dtype=np.int64), 7).tolist()
+    assert narrow.tolist() == [int(partition_for([v], 7)[0]) for v in values]
