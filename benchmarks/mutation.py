@@ -405,7 +405,7 @@ MODULES: tuple[Module, ...] = (
             "tests/test_release_logic.py",
             "tests/test_window_job_logic.py",
         ),
-        optional_tests=("tests/test_ldp_job_logic.py", "tests/test_mutation_kills_keys.py"),
+        optional_tests=("tests/test_ldp_job_logic.py", "tests/test_several_bad_messages.py"),
         # The keyed-noise contexts of the jobs' operators: what a release's, a DPSW shard's and an
         # LDP report's noise is keyed by (distinct inputs must draw independent noise, an identical
         # replay the same). Not: the rest of the job logic (routing has its own unit; releases,

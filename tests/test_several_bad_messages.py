@@ -310,7 +310,7 @@ def test_ldp_several_malformed_reports_interleaved() -> None:
     from privstream.connectors.ldp_state import state_from_record
     from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
 
-    from privstream.ldp import make_client
+    from privstream.ldp import LdpReport, make_client
     from privstream.noise.rng import SeededRandomSource
 
     rnd = random.Random(0)
@@ -323,19 +323,22 @@ def test_ldp_several_malformed_reports_interleaved() -> None:
     client = make_client(settings.params, rng=SeededRandomSource(1))
     client.update_state(logic.server.history.latest)  # type: ignore[arg-type]
     start = logic.server.n
-    bad = {3: b"\x00", 7: batch([1, 2], 5), 8: b"", 12: USER_SET}
+    stale = report_to_record(LdpReport("hg-cnr", client._canonical, b"\x01", state_version=10**6))
+    bad = {3: b"\x00", 7: batch([1, 2], 5), 8: b"", 12: USER_SET, 14: encode("LdpReport", stale)}
     letters = {}
     for offset in range(16):
         report = encode("LdpReport", report_to_record(client.encode(rnd.randrange(100))))
         value = bad[offset] if offset in bad else report
-        for kind, data in logic.process(value, 0, offset, "reports"):
+        for kind, data in logic.process(value, 2, offset, "reports"):
             if kind == "dead-letter":
                 letters[offset] = dead_letter(data)
             elif kind == "state":
                 client.update_state(state_from_record(decode(data)[1]))
     assert sorted(letters) == sorted(bad)
-    for offset, letter in letters.items():
+    for offset, letter in letters.items():  # nothing lost: the message, where it came from, and why
         assert letter["original_value"] == bad[offset] and letter["offset"] == offset
+        assert (letter["partition"], letter["topic"]) == (2, "reports") and letter["error"]
+    assert "stale" in letters[14]["error"]
     assert letters[3]["error"].startswith("AvroDecodeError") and letters[8]["error"].startswith(
         "AvroDecodeError"
     )
