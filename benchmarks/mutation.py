@@ -695,10 +695,10 @@ def build_workspace(module: Module, fresh: bool) -> Path:
     for src, dst in PACKAGE_DIRS.items():
         shutil.copytree(ROOT / src, ws / dst, ignore=ignore)
     (ws / "privstream" / "_mutation_support.py").write_text(SUPPORT)
+    conftest = (ROOT / "tests" / "conftest.py").read_text() + ORDER_HOOK
     for tests in (ws / "tests", ws / "mutants" / "tests"):  # mutmut copied the tests once
         if tests.exists():
-            conftest = (ROOT / "tests" / "conftest.py").read_text()
-            (tests / "conftest.py").write_text(conftest + ORDER_HOOK)
+            (tests / "conftest.py").write_text(conftest)
     origins: dict[str, list[int | None]] = {}
     for source in module.sources:
         target = ws / installed_path(source)

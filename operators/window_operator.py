@@ -101,10 +101,8 @@ class WindowShardFunction(KeyedProcessFunction):
         except BaseException:
             self._logic.pop(shard, None)  # never keep a sketch left half-changed by an error
             raise
-        changed = (
-            logic.sketch.items,
-            logic.sketch.clock,
-        ) != seen  # event time: a punctuation moves the clock
+        # items counted, or (event time) a punctuation moved the clock
+        changed = (logic.sketch.items, logic.sketch.clock) != seen
         refusing = logic.refused != refused
         if changed or refusing:  # a refusal is written at once: a refusing shard replays nothing
             flush = bool(outputs) or refusing
