@@ -82,7 +82,7 @@ def job_rate(reports: int, epoch: int) -> float:
         epoch_reports=epoch,
     )  # fmt: skip
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
-        config = LdpJobConfig(settings, broker.bootstrap, checkpoint_dir=ckpt, checkpoint_interval_ms=2000)
+        config = LdpJobConfig(settings, bootstrap=broker.bootstrap, checkpoint_dir=ckpt)
         from privstream.jobs.ldp_heavy_hitters import publish_initial_state
 
         publish_initial_state(config)

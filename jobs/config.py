@@ -17,14 +17,24 @@ command line) ← ``cli`` / ``quickstart``.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
-from privstream.connectors.clients import parse_bootstrap
 from privstream.connectors.topics import dead_letter_topic
-from privstream.connectors.validation import sql_option_value
+from privstream.jobs.settings import (
+    MS,
+    ConfigError,
+    FlinkSettings,
+    KafkaSettings,
+    LedgerSettings,
+    check_milliseconds,
+    check_sql_value,
+    duration,
+    option_int,
+)
 from privstream.operators.epochs import (
     CountEpochs,
     EpochPolicy,
@@ -35,7 +45,17 @@ from privstream.operators.sketch_spec import RELEASE_MODES, SHARD_KEYS, SketchSp
 from privstream.operators.test_hooks import TestHooks as TestHooks  # re-exported: tests import it from here
 
 from privstream.mechanisms import registry
+from privstream.options import option
 from privstream.validation import check_privacy_bound
+
+__all__ = [
+    "RELEASE_MODES",
+    "SHARD_KEYS",
+    "ConfigError",
+    "HeavyHittersConfig",
+    "TestHooks",
+    "mechanism_choices",
+]
 
 
 def mechanism_choices() -> tuple[str, ...]:
@@ -43,22 +63,6 @@ def mechanism_choices() -> tuple[str, ...]:
     built): "auto" (the valid mechanism with the smallest error bound) or a registered mechanism
     (only those valid for the job's sketches in its release mode are accepted)."""
     return ("auto", *registry.names())
-
-
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
-_MS = timedelta(milliseconds=1)
-
-
-class ConfigError(ValueError):
-    """A bad option; the message starts with the command-line option's name."""
-
-
-def _int(option: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{option}: must be an int, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{option}: must be >= {minimum}, got {value}")
-    return value
 
 
 def _real(option: str, value: object, parameter: str) -> float:
@@ -77,32 +81,26 @@ def _real(option: str, value: object, parameter: str) -> float:
     return float(value)
 
 
-def _milliseconds(option: str, value: object, minimum: int) -> int:
-    if not isinstance(value, timedelta):
-        raise ConfigError(f"{option}: must be a datetime.timedelta, got {value!r}")
-    if value % _MS or value < minimum * _MS:
-        raise ConfigError(f"{option}: must be a whole number of ms >= {minimum} ms, got {value}")
-    return value // _MS
+def _epoch(text: str, option: str, _args: argparse.Namespace | None = None) -> int | timedelta:
+    """``--epoch N`` (events per shard) or ``--epoch 60s`` (tumbling event time)."""
+    text = text.strip()
+    return int(text) if text.isdigit() else duration(text, option)
 
 
-def _topic(option: str, value: object) -> None:
-    if not isinstance(value, str) or not _TOPIC_NAME.match(value):
-        raise ConfigError(
-            f"{option}: a Kafka topic name is 1-249 of letters, digits and . _ -, got {value!r}"
-        )
-
-
-def _sql_value(option: str, value: str) -> None:
-    """It goes verbatim into the Flink SQL source's options (the source applies the same rule)."""
-    try:
-        sql_option_value(value, option)  # its message starts with the name it is given
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+def _stop_offsets(text: str, option: str, _args: argparse.Namespace | None = None) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        match = re.match(r"^\s*(\d+)\s*[:=]\s*(\d+)\s*$", part)
+        if not match:
+            raise ConfigError(f"{option}: expected PARTITION:OFFSET[,...], got {part!r}")
+        out[int(match.group(1))] = int(match.group(2))
+    return out
 
 
 @dataclass(frozen=True)
-class HeavyHittersConfig:
-    """Options of the heavy-hitters job (``privstream run heavy-hitters --help`` explains each).
+class HeavyHittersConfig(KafkaSettings, FlinkSettings, LedgerSettings):
+    """Options of the heavy-hitters job (``privstream run heavy-hitters --help`` explains each; the
+    command line is generated from these fields, :mod:`privstream.options`).
 
     ``epoch``: an int (that many events per shard and epoch) or a ``timedelta`` (tumbling event-time
     epochs closed by ``EpochWatermark`` punctuation, less ``lateness``). ``m`` makes the job
@@ -111,67 +109,108 @@ class HeavyHittersConfig:
     ``shard_key`` = item (MG) or user (PAMG), ``release_mode`` = per-shard (MG) or merged (PAMG)
     (:mod:`privstream.operators.sketch_spec`), ``checkpoint_dir`` = a new temporary directory.
     ``stop_offsets`` (every partition's end offset) or ``stop_at_end_markers`` (found by a scan before
-    the start) bound the run."""
+    the start) bound the run. The Kafka, Flink and ledger settings are the shared ones
+    (:mod:`privstream.jobs.settings`)."""
 
-    epsilon: float
-    delta: float
-    k: int
-    epoch: int | timedelta
-    bootstrap: str = "127.0.0.1:9092"
-    topic: str = "events"
-    lateness: timedelta = timedelta(0)
-    m: int | None = None
-    shard_key: str | None = None
-    release_mode: str | None = None
-    mechanism: str = "auto"
-    total_epsilon: float | None = None
-    total_delta: float | None = None
-    ledger_id: str | None = None
-    releases_topic: str = "releases"
-    ledger_topic: str = "ledger"
-    ledger_timeout: timedelta = timedelta(seconds=60)
-    ledger_lease: timedelta = timedelta(seconds=60)
-    dlq_topic: str | None = None
-    stop_offsets: dict[int, int] | None = None
-    stop_at_end_markers: bool = False
-    group_id: str = "privstream-heavy-hitters"
-    parallelism: int = 1
-    checkpoint_interval: timedelta = timedelta(seconds=2)
-    bundle_size: int = 200
-    checkpoint_dir: str | None = None
-    flink_conf: tuple[tuple[str, str], ...] = ()
-    restore_from: str | None = None
-    restart_attempts: int = 3
-    job_name: str = "privstream-heavy-hitters"
+    epsilon: float = field(metadata=option("ε of each epoch's release", kind=float))
+    delta: float = field(metadata=option("δ of each epoch's release", kind=float))
+    k: int = field(metadata=option("counters per sketch", kind=int))
+    epoch: int | timedelta = field(
+        metadata=option(
+            "N (N events per shard and epoch) or a duration (60s, 5m: tumbling event time)", parse=_epoch
+        )
+    )
+    topic: str = field(
+        default="events", metadata=option("events topic (Avro EventBatch/Event or UserSetEvent)")
+    )
+    lateness: timedelta = field(
+        default=timedelta(0),
+        metadata=option(
+            "event-time epochs: allowed lateness behind the producers' EpochWatermark punctuation "
+            "(epochs close on punctuation only, never on event times)",
+            parse=duration,
+            default_text="0s",
+        ),
+    )
+    m: int | None = field(
+        default=None,
+        metadata=option("user-level: each UserSetEvent has <= m distinct items (PAMG)", kind=int),
+    )
+    shard_key: str | None = field(
+        default=None,
+        metadata=option(
+            "what producers hash to pick an event's partition (verified for every event; misrouted "
+            "messages are dead-lettered): item (default for MG) or user (always for --m)",
+            choices=SHARD_KEYS,
+        ),
+    )
+    release_mode: str | None = field(
+        default=None,
+        metadata=option(
+            "per-shard (default for MG): each shard's Alg. 1 sketch released with PMG, whose threshold "
+            "does not grow with k, and the releases summed (parallel composition over the hash "
+            "partition); merged (default for --m): the shards' fixed-order merge released with GSHM / "
+            "thresholded Laplace",
+            choices=RELEASE_MODES,
+        ),
+    )
+    mechanism: str = field(
+        default="auto",
+        metadata=option(
+            "release mechanism: auto (the valid one with the smallest error bound) or one valid for "
+            "the job's sketches in its release mode (the others are refused with the reason and the "
+            "valid choices)",
+            choices=mechanism_choices,
+        ),
+    )
+    ledger_lease: timedelta = field(
+        default=timedelta(seconds=60),
+        metadata=option(
+            "a running job writes a heartbeat to the ledger topic every third of this; a start-up that "
+            "finds another writer of the same ledger id alive less than this ago waits up to this long "
+            "for its next heartbeat and refuses to start if it comes (a second live job). A restart "
+            "right after a stop waits up to this once",
+            parse=duration,
+        ),
+    )
+    releases_topic: str = field(
+        default="releases", metadata=option("where releases go (Release, ReleaseRefused)")
+    )
+    dlq_topic: str | None = field(
+        default=None, metadata=option("dead-letter topic", default_text="<topic>-dlq")
+    )
+    stop_offsets: dict[int, int] | None = field(
+        default=None,
+        metadata=option("bounded run: PARTITION:END_OFFSET for every partition", parse=_stop_offsets),
+    )
+    stop_at_end_markers: bool = field(
+        default=False,
+        metadata=option(
+            "bounded run: stop each partition after its EndMarker (found by a scan before the start)",
+            switch=True,
+        ),
+    )
+    group_id: str = field(
+        default="privstream-heavy-hitters", metadata=option("the Kafka consumer group of the source")
+    )
+    parallelism: int = field(default=1, metadata=option("parallelism of the sketch operator", kind=int))
+    job_name: str = field(default="privstream-heavy-hitters", kw_only=True)
 
     def __post_init__(self) -> None:
-        self._check_kafka_names()
+        self.check_kafka(
+            ("--topic", self.topic),
+            ("--releases-topic", self.releases_topic),
+            ("--dlq-topic", self.dlq_topic),
+        )
+        check_sql_value("--group-id", self.group_id)
         self._check_sketch()
         self._check_epochs()
         self._check_release()
         self._check_run()
 
-    def _check_kafka_names(self) -> None:
-        try:
-            parse_bootstrap(self.bootstrap)
-        except ValueError:
-            raise ConfigError(
-                f"--bootstrap: expected host:port[,host:port...], got {self.bootstrap!r}"
-            ) from None
-        _sql_value("--bootstrap", self.bootstrap)
-        _sql_value("--group-id", self.group_id)
-        _topic("--topic", self.topic)
-        for option, topic in (
-            ("--releases-topic", self.releases_topic),
-            ("--ledger-topic", self.ledger_topic),
-            ("--dlq-topic", self.dlq_topic),
-        ):
-            if topic is not None:
-                _topic(option, topic)
-
     def _check_sketch(self) -> None:
-        _int("--k", self.k, 1)
-        if self.m is not None and not 1 <= _int("--m", self.m, 1) < self.k:
+        option_int("--k", self.k, 1)
+        if self.m is not None and not 1 <= option_int("--m", self.m, 1) < self.k:
             raise ConfigError(f"--m: PAMG needs 1 <= m < k={self.k}, got {self.m}")
         if self.shard_key not in (None, *SHARD_KEYS):
             raise ConfigError(f"--shard-key: expected one of {SHARD_KEYS}, got {self.shard_key!r}")
@@ -184,12 +223,12 @@ class HeavyHittersConfig:
 
     def _check_epochs(self) -> None:
         if isinstance(self.epoch, timedelta):
-            _milliseconds("--epoch", self.epoch, 1)
+            check_milliseconds("--epoch", self.epoch, 1)
         elif isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 1:
             raise ConfigError(
                 f"--epoch: expected events per shard (an int >= 1) or a timedelta, got {self.epoch!r}"
             )
-        _milliseconds("--lateness", self.lateness, 0)  # checked with count epochs too, which ignore it
+        check_milliseconds("--lateness", self.lateness, 0)  # checked with count epochs too, which ignore it
 
     def _check_release(self) -> None:
         epsilon = _real("--epsilon", self.epsilon, "epsilon")
@@ -207,8 +246,7 @@ class HeavyHittersConfig:
                 f"--total-delta: the ledger total δ={self.total_delta:g} is smaller than one "
                 f"epoch's release (--delta {delta:g})"
             )
-        if self.ledger_id is not None and (not isinstance(self.ledger_id, str) or not self.ledger_id):
-            raise ConfigError(f"--ledger-id: must be a non-empty string, got {self.ledger_id!r}")
+        self.check_ledger()
         self._check_mechanism()
 
     def _check_mechanism(self) -> None:
@@ -236,25 +274,17 @@ class HeavyHittersConfig:
                     "events before it: one removed event moves it. Use --stop-at-end-markers, or run unbounded"
                 )
             for partition, offset in self.stop_offsets.items():
-                _int("--stop-offsets", partition, 0)
-                _int("--stop-offsets", offset, 0)
-        _int("--parallelism", self.parallelism, 1)
-        _int("--bundle-size", self.bundle_size, 1)
-        _int("--restart-attempts", self.restart_attempts, 0)
-        _milliseconds("--checkpoint-interval", self.checkpoint_interval, 1)
-        _milliseconds("--ledger-timeout", self.ledger_timeout, 1)
-        _milliseconds("--ledger-lease", self.ledger_lease, 3)
+                option_int("--stop-offsets", partition, 0)
+                option_int("--stop-offsets", offset, 0)
+        option_int("--parallelism", self.parallelism, 1)
+        self.check_flink()
+        check_milliseconds("--ledger-lease", self.ledger_lease, 3)
         if self.ledger_lease < 3 * self.checkpoint_interval:
             raise ConfigError(
                 f"--ledger-lease: must be at least 3 x --checkpoint-interval ({3 * self.checkpoint_interval}), "
                 f"got {self.ledger_lease}: a start-up cannot read past the job's open ledger transaction "
                 "before its checkpoint commits, so heartbeats behind it are seen that late"
             )
-        for pair in self.flink_conf:
-            if len(pair) != 2 or not all(isinstance(part, str) for part in pair) or not pair[0].strip():
-                raise ConfigError(f"--flink-conf: expected (KEY, VALUE) string pairs, got {pair!r}")
-        if not self.job_name:
-            raise ConfigError("job_name: must be a non-empty string")  # no option: programmatic only
 
     @property
     def spec(self) -> SketchSpec:
@@ -267,7 +297,7 @@ class HeavyHittersConfig:
         """Count epochs, or time epochs closed by the producers' punctuation (never by the data)."""
         if not isinstance(self.epoch, timedelta):
             return CountEpochs(self.epoch)
-        return TimeEpochs(self.epoch // _MS, self.lateness // _MS)
+        return TimeEpochs(self.epoch // MS, self.lateness // MS)
 
     @property
     def release(self) -> ReleaseConfig:
@@ -285,7 +315,3 @@ class HeavyHittersConfig:
     def dlq(self) -> str:
         """The dead-letter topic."""
         return self.dlq_topic or dead_letter_topic(self.topic)
-
-    @property
-    def checkpoint_interval_ms(self) -> int:
-        return self.checkpoint_interval // _MS

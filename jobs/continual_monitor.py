@@ -28,55 +28,49 @@ import argparse
 import logging
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from privstream.connectors.clients import add_bootstrap_option
-from privstream.connectors.validation import parse_duration_ms
+from privstream.connectors.topics import dead_letter_topic
 from privstream.jobs.run_report import add_progress_option
-from privstream.operators.continual_logic import MODES, ContinualSettings
+from privstream.jobs.settings import FlinkSettings, KafkaSettings, partitions_of
+from privstream.operators.continual_logic import ContinualSettings
 from privstream.operators.test_hooks import TestHooks
+
+from privstream.options import add_options, from_args, nested, option
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ContinualConfig:
-    """The job: its protocol settings, Kafka topics and Flink settings (the fields Flink's
-    configuration reads have the heavy-hitters job's names)."""
+class ContinualConfig(KafkaSettings, FlinkSettings):
+    """The job: its protocol settings, Kafka topics, and the shared Kafka and Flink settings
+    (:mod:`privstream.jobs.settings`); the command line is generated from these fields."""
 
-    settings: ContinualSettings
-    bootstrap: str
-    topic: str
-    releases_topic: str
-    updates_topic: str
-    dlq_topic: str
-    checkpoint_interval_ms: int = 2000
-    checkpoint_dir: str | None = None
-    restart_attempts: int = 3
-    bundle_size: int = 200
-    restore_from: str | None = None
-    job_name: str = "privstream-continual-monitor"
-    flink_conf: tuple[tuple[str, str], ...] = ()
+    settings: ContinualSettings = field(metadata=nested())
+    topic: str = field(default="events", metadata=option("events topic: one partition per node"))
+    releases_topic: str = field(default="continual-releases", metadata=option("where releases go"))
+    updates_topic: str = field(
+        default="", metadata=option("the nodes' updates to the aggregator", default_text="<topic>-updates")
+    )
+    dlq_topic: str = field(default="", metadata=option("dead-letter topic", default_text="<topic>-dlq"))
+    job_name: str = field(default="privstream-continual-monitor", kw_only=True)
     #: TESTS ONLY (programmatic, no option): seeded noise keys, an injected failure
     hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
-
-def nodes_of(bootstrap: str, topic: str) -> int:
-    """The events topic's partition count (= k); ValueError naming ``--topic`` if it is missing."""
-    from privstream.connectors.clients import ensure_reachable, kafka_consumer
-
-    ensure_reachable(bootstrap)
-    consumer = kafka_consumer(bootstrap)
-    try:
-        partitions = consumer.partitions_for_topic(topic)
-    finally:
-        consumer.close()
-    if not partitions:
-        raise ValueError(f"--topic: topic {topic!r} does not exist on {bootstrap}")
-    return len(partitions)
+    def __post_init__(self) -> None:
+        if not self.updates_topic:
+            object.__setattr__(self, "updates_topic", f"{self.topic}-updates")
+        if not self.dlq_topic:
+            object.__setattr__(self, "dlq_topic", dead_letter_topic(self.topic))
+        self.check_kafka(
+            ("--topic", self.topic),
+            ("--releases-topic", self.releases_topic),
+            ("--updates-topic", self.updates_topic),
+            ("--dlq-topic", self.dlq_topic),
+        )
+        self.check_flink()
 
 
 def build(env: Any, config: ContinualConfig) -> None:
@@ -134,11 +128,9 @@ def build(env: Any, config: ContinualConfig) -> None:
 
 
 def environment(config: ContinualConfig) -> Any:
-    from privstream.connectors.flink_jars import connector_jar_urls
-    from privstream.jobs.pipeline import create_environment
+    from privstream.jobs.pipeline import job_environment
 
-    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-continual-ckpt-")
-    return create_environment(config, connector_jar_urls(), checkpoint_dir)  # type: ignore[arg-type]
+    return job_environment(config, "privstream-continual-ckpt-")
 
 
 def with_secrets(config: ContinualConfig) -> ContinualConfig:
@@ -161,71 +153,14 @@ def start(config: ContinualConfig) -> Any:
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_bootstrap_option(p)
-    p.add_argument(
-        "--topic", default="events", help="events topic: one partition per node (default: %(default)s)"
-    )
-    p.add_argument("--mode", choices=MODES, default="lu", help="PDCH-LU (lazy updates) or PDCH-BF")
-    p.add_argument("--epsilon", type=float, required=True, help="each node's event-level ε (whole run)")
-    p.add_argument("--lam", type=float, required=True, help="λ: the approximation (rounded down to 1/2^j)")
-    p.add_argument("--theta", type=float, required=True, help="θ: release items with ≥ θ of the window")
-    p.add_argument("--window", type=int, required=True, help="W: the window, in time steps")
-    p.add_argument("--step", default="1d", help="a time step's event-time length (e.g. 1d, 60s)")
-    p.add_argument("--universe", type=int, required=True, help="n: the declared universe is items 0..n-1")
-    p.add_argument(
-        "--window-items",
-        type=int,
-        default=None,
-        help="public bound on events per node per window, used in the thresholds (default: W)",
-    )
-    p.add_argument("--delta", type=float, default=1e-6, help="--mode bf: Bloom failure probability")
-    p.add_argument("--keys", default=None, help="--mode bf: directory from `privstream keys`")
-    p.add_argument(
-        "--session",
-        default="",
-        help="the run's id, stamped into its updates (other runs' updates are dead-lettered) and, with "
-        "--mode bf, its period labels (default: a fresh random one, logged; give it again only to "
-        "resume that run from a savepoint: --restore-from needs it)",
-    )
-    p.add_argument(
-        "--releases-topic", default="continual-releases", help="where releases go (default: %(default)s)"
-    )
-    p.add_argument("--updates-topic", default=None, help="default: <topic>-updates")
-    p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
-    p.add_argument("--checkpoint-interval", default="2s")
-    p.add_argument("--checkpoint-dir", default=None)
-    p.add_argument("--restart-attempts", type=int, default=3)
-    p.add_argument("--restore-from", default=None, help="a savepoint or retained checkpoint")
+    add_options(p, ContinualConfig)
     add_progress_option(p)
 
 
 def config_from_args(args: argparse.Namespace, nodes: int) -> ContinualConfig:
-    settings = ContinualSettings(
-        mode=args.mode,
-        epsilon=args.epsilon,
-        lam=args.lam,
-        window=args.window,
-        universe=args.universe,
-        nodes=nodes,
-        theta=args.theta,
-        step_ms=parse_duration_ms(args.step, "--step"),
-        window_items=args.window_items,
-        delta=args.delta,
-        keys_dir=args.keys,
-        session=args.session,
-    )
-    return ContinualConfig(
-        settings=settings,
-        bootstrap=args.bootstrap,
-        topic=args.topic,
-        releases_topic=args.releases_topic,
-        updates_topic=args.updates_topic or f"{args.topic}-updates",
-        dlq_topic=args.dlq_topic or f"{args.topic}-dlq",
-        checkpoint_interval_ms=parse_duration_ms(args.checkpoint_interval, "--checkpoint-interval"),
-        checkpoint_dir=args.checkpoint_dir,
-        restart_attempts=args.restart_attempts,
-        restore_from=args.restore_from,
-    )
+    """The job's config from parsed options; ``nodes``: the events topic's partition count."""
+    config: ContinualConfig = from_args(ContinualConfig, args, nodes=nodes)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        config = with_secrets(config_from_args(args, nodes_of(args.bootstrap, args.topic)))
+        config = with_secrets(config_from_args(args, partitions_of(args.bootstrap, args.topic)))
         warn_before_start(config)  # noise-dominated parameters: a warning, from public parameters only
         ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
         # the run id is the run's session (already in its updates): one id selects all of the run

@@ -40,24 +40,15 @@ into a :class:`~privstream.jobs.config.HeavyHittersConfig` and runs a
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from privstream.connectors import validation
-from privstream.connectors.clients import add_bootstrap_option
-from privstream.jobs.config import (
-    RELEASE_MODES,
-    SHARD_KEYS,
-    ConfigError,
-    HeavyHittersConfig,
-    TestHooks,
-    mechanism_choices,
-)
+from privstream.jobs.config import ConfigError, HeavyHittersConfig, TestHooks
 from privstream.jobs.job import HeavyHittersJob
 from privstream.jobs.run_report import add_progress_option
+
+from privstream.options import add_options, from_args
 
 if TYPE_CHECKING:
     from privstream.jobs.run_report import RunPlan
@@ -74,180 +65,16 @@ __all__ = [
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Options of the heavy-hitters job (also used by ``privstream run heavy-hitters``)."""
-    p = parser
-    add_bootstrap_option(p)
-    p.add_argument(
-        "--topic",
-        default="events",
-        help="events topic (Avro EventBatch/Event or UserSetEvent; default: %(default)s)",
-    )
-    p.add_argument("--epsilon", type=float, required=True, help="ε of each epoch's release")
-    p.add_argument("--delta", type=float, required=True, help="δ of each epoch's release")
-    p.add_argument("--k", type=int, required=True, help="counters per sketch")
-    p.add_argument(
-        "--epoch",
-        required=True,
-        help="N (N events per shard and epoch) or a duration (60s, 5m: tumbling event time)",
-    )
-    p.add_argument(
-        "--lateness",
-        default="0s",
-        help="event-time epochs: allowed lateness behind the producers' EpochWatermark punctuation "
-        "(epochs close on punctuation only, never on event times); default 0s",
-    )
-    p.add_argument(
-        "--m", type=int, default=None, help="user-level: each UserSetEvent has <= m distinct items (PAMG)"
-    )
-    p.add_argument(
-        "--shard-key",
-        choices=SHARD_KEYS,
-        default=None,
-        help="what producers hash to pick an event's partition (verified for every event; misrouted "
-        "messages are dead-lettered): item (default for MG) or user (always for --m)",
-    )
-    p.add_argument(
-        "--release-mode",
-        choices=RELEASE_MODES,
-        default=None,
-        help="per-shard (default for MG): each shard's Alg. 1 sketch released with PMG, whose threshold "
-        "does not grow with k, and the releases summed (parallel composition over the hash partition); "
-        "merged (default for --m): the shards' fixed-order merge released with GSHM / thresholded Laplace",
-    )
-    p.add_argument(
-        "--mechanism",
-        choices=mechanism_choices(),
-        default="auto",
-        help="release mechanism: auto (default: the valid one with the smallest error bound) or one "
-        "valid for the job's sketches in its release mode (the others are refused with the reason and "
-        "the valid choices)",
-    )
-    p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
-    p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
-    p.add_argument("--ledger-id", default=None, help="ledger id (default: heavy-hitters/<topic>)")
-    p.add_argument(
-        "--releases-topic",
-        default="releases",
-        help="where releases go (Release, ReleaseRefused; default: %(default)s)",
-    )
-    p.add_argument(
-        "--ledger-topic", default="ledger", help="the privacy ledger's topic (default: %(default)s)"
-    )
-    p.add_argument(
-        "--ledger-timeout",
-        default="60s",
-        help="how long the start-up may take to read the ledger topic to its end; the job refuses to "
-        "start if it cannot (default 60s)",
-    )
-    p.add_argument(
-        "--ledger-lease",
-        default="60s",
-        help="a running job writes a heartbeat to the ledger topic every third of this; a start-up that "
-        "finds another writer of the same ledger id alive less than this ago waits up to this long for "
-        "its next heartbeat and refuses to start if it comes (a second live job). A restart right after "
-        "a stop waits up to this once (default 60s)",
-    )
-    p.add_argument("--dlq-topic", default=None, help="dead-letter topic (default: <topic>-dlq)")
-    p.add_argument(
-        "--stop-offsets", default=None, help="bounded run: PARTITION:END_OFFSET for every partition"
-    )
-    p.add_argument(
-        "--stop-at-end-markers",
-        action="store_true",
-        help="bounded run: stop each partition after its EndMarker (found by a scan before the start)",
-    )
-    p.add_argument("--group-id", default="privstream-heavy-hitters")
-    p.add_argument("--parallelism", type=int, default=1, help="parallelism of the sketch operator")
-    p.add_argument("--checkpoint-interval", default="2s")
-    p.add_argument(
-        "--bundle-size",
-        type=int,
-        default=200,
-        help="messages per Python bundle (python.fn-execution.bundle.size); each message is a batch",
-    )
-    p.add_argument(
-        "--checkpoint-dir", default=None, help="checkpoint/savepoint directory (default: a temp dir)"
-    )
-    p.add_argument(
-        "--flink-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Flink configuration (repeatable), e.g. taskmanager.numberOfTaskSlots=2",
-    )
-    p.add_argument("--restore-from", default=None, help="savepoint or retained checkpoint to resume from")
-    p.add_argument("--restart-attempts", type=int, default=3, help="fixed-delay restart strategy attempts")
-    add_progress_option(p)
-
-
-def _duration(text: str, option: str) -> timedelta:
-    try:
-        return timedelta(milliseconds=validation.parse_duration_ms(text, option))
-    except ValueError as exc:  # its message starts with the option it is given
-        raise ConfigError(str(exc)) from None
-
-
-def _epoch(text: str) -> int | timedelta:
-    """``--epoch N`` (events per shard) or ``--epoch 60s`` (tumbling event time)."""
-    text = text.strip()
-    return int(text) if text.isdigit() else _duration(text, "--epoch")
-
-
-def _stop_offsets(text: str | None) -> dict[int, int] | None:
-    if not text:
-        return None
-    out: dict[int, int] = {}
-    for part in text.split(","):
-        match = re.match(r"^\s*(\d+)\s*[:=]\s*(\d+)\s*$", part)
-        if not match:
-            raise ConfigError(f"--stop-offsets: expected PARTITION:OFFSET[,...], got {part!r}")
-        out[int(match.group(1))] = int(match.group(2))
-    return out
-
-
-def _flink_conf(items: list[str]) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--flink-conf: expected KEY=VALUE, got {item!r}")
-        pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
+    """Options of the heavy-hitters job (also used by ``privstream run heavy-hitters``), generated
+    from :class:`HeavyHittersConfig`'s fields."""
+    add_options(parser, HeavyHittersConfig)
+    add_progress_option(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> HeavyHittersConfig:
     """The job's config from parsed options; raises :class:`ConfigError` naming the option."""
-    return HeavyHittersConfig(
-        epsilon=args.epsilon,
-        delta=args.delta,
-        k=args.k,
-        epoch=_epoch(args.epoch),
-        bootstrap=args.bootstrap,
-        topic=args.topic,
-        lateness=_duration(args.lateness, "--lateness"),
-        m=args.m,
-        shard_key=args.shard_key,
-        release_mode=args.release_mode,
-        mechanism=args.mechanism,
-        total_epsilon=args.total_epsilon,
-        total_delta=args.total_delta,
-        ledger_id=args.ledger_id,
-        releases_topic=args.releases_topic,
-        ledger_topic=args.ledger_topic,
-        ledger_timeout=_duration(args.ledger_timeout, "--ledger-timeout"),
-        ledger_lease=_duration(args.ledger_lease, "--ledger-lease"),
-        dlq_topic=args.dlq_topic,
-        stop_offsets=_stop_offsets(args.stop_offsets),
-        stop_at_end_markers=args.stop_at_end_markers,
-        group_id=args.group_id,
-        parallelism=args.parallelism,
-        checkpoint_interval=_duration(args.checkpoint_interval, "--checkpoint-interval"),
-        bundle_size=args.bundle_size,
-        checkpoint_dir=args.checkpoint_dir,
-        flink_conf=_flink_conf(args.flink_conf),
-        restore_from=args.restore_from,
-        restart_attempts=args.restart_attempts,
-    )
+    config: HeavyHittersConfig = from_args(HeavyHittersConfig, args)
+    return config
 
 
 def run(args: argparse.Namespace, *, hooks: TestHooks | None = None) -> int:

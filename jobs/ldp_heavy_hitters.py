@@ -22,39 +22,45 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from privstream.connectors.clients import add_bootstrap_option
-from privstream.connectors.validation import parse_duration_ms
+from privstream.connectors.topics import dead_letter_topic
 from privstream.jobs.run_report import add_progress_option
+from privstream.jobs.settings import FlinkSettings, KafkaSettings
 from privstream.operators.ldp_logic import LdpServerSettings
 from privstream.operators.test_hooks import TestHooks
 
-from privstream.ldp.hg_params import alpha_argument
+from privstream.options import add_options, from_args, nested, option
 
 
 @dataclass(frozen=True)
-class LdpJobConfig:
-    """The job: server settings, topics, Flink settings (named as the heavy-hitters job's)."""
+class LdpJobConfig(KafkaSettings, FlinkSettings):
+    """The job: server settings, topics, and the shared Kafka and Flink settings
+    (:mod:`privstream.jobs.settings`); the command line is generated from these fields."""
 
-    settings: LdpServerSettings
-    bootstrap: str
-    reports_topic: str = "ldp-reports"
-    state_topic: str = "ldp-state"
-    releases_topic: str = "ldp-releases"
-    dlq_topic: str = "ldp-reports-dlq"
-    checkpoint_interval_ms: int = 2000
-    checkpoint_dir: str | None = None
-    restart_attempts: int = 3
-    bundle_size: int = 200
-    restore_from: str | None = None
-    job_name: str = "privstream-ldp-heavy-hitters"
-    flink_conf: tuple[tuple[str, str], ...] = ()
+    settings: LdpServerSettings = field(metadata=nested())
+    reports_topic: str = field(default="ldp-reports", metadata=option("LDP reports in"))
+    state_topic: str = field(default="ldp-state", metadata=option("the public server state"))
+    releases_topic: str = field(default="ldp-releases", metadata=option("where releases go"))
+    dlq_topic: str = field(
+        default="", metadata=option("dead-letter topic", default_text="<reports-topic>-dlq")
+    )
+    job_name: str = field(default="privstream-ldp-heavy-hitters", kw_only=True)
     #: TESTS ONLY (programmatic, no option): an injected failure
     hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
+
+    def __post_init__(self) -> None:
+        if not self.dlq_topic:
+            object.__setattr__(self, "dlq_topic", dead_letter_topic(self.reports_topic))
+        self.check_kafka(
+            ("--reports-topic", self.reports_topic),
+            ("--state-topic", self.state_topic),
+            ("--releases-topic", self.releases_topic),
+            ("--dlq-topic", self.dlq_topic),
+        )
+        self.check_flink()
 
 
 def publish_initial_state(config: LdpJobConfig) -> bool:
@@ -126,11 +132,9 @@ def build(env: Any, config: LdpJobConfig) -> None:
 
 
 def environment(config: LdpJobConfig) -> Any:
-    from privstream.connectors.flink_jars import connector_jar_urls
-    from privstream.jobs.pipeline import create_environment
+    from privstream.jobs.pipeline import job_environment
 
-    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-ldp-ckpt-")
-    return create_environment(config, connector_jar_urls(), checkpoint_dir)  # type: ignore[arg-type]
+    return job_environment(config, "privstream-ldp-ckpt-")
 
 
 def start(config: LdpJobConfig) -> Any:
@@ -142,79 +146,14 @@ def start(config: LdpJobConfig) -> Any:
     return env.execute_async(config.job_name)
 
 
-#: Flink options as the other jobs name them: (option, type, default)
-FLINK_OPTIONS: tuple[tuple[str, type, object], ...] = (
-    ("--checkpoint-interval", str, "2s"),
-    ("--checkpoint-dir", str, None),
-    ("--restart-attempts", int, 3),
-    ("--restore-from", str, None),
-)
-
-
 def configure(p: argparse.ArgumentParser) -> None:
-    add_bootstrap_option(p)
-    p.add_argument("--scheme", choices=("bgr", "dsr", "bdr", "cnr"), default="cnr")
-    p.add_argument("--epsilon", type=float, required=True, help="ε per report (event-level LDP)")
-    p.add_argument("--domain", type=int, required=True, help="d: items are the indices 0..d-1")
-    p.add_argument("--k", type=int, default=20, help="top-k = heavy cells λ_h")
-    p.add_argument("--alpha", type=alpha_argument, default="1/3", help="BDR/CNR: ε₁/ε")
-    p.add_argument("--light-cells", type=int, default=None, help="CNR: λ_l (default 5)")
-    p.add_argument("--deployment", required=True, help="id shared with the clients (state topic key)")
-    warm = p.add_mutually_exclusive_group(required=True)
-    warm.add_argument("--warm-up", help="file of public warm-up item indices, one per line")
-    warm.add_argument("--warm-up-normal", type=int, help="N warm-up items of the Normal generator (seed 0)")
-    p.add_argument("--epoch-reports", type=int, default=1000, help="release every N applied reports")
-    p.add_argument("--state-every", type=int, default=100, help="publish the state every N reports")
-    p.add_argument("--max-lag", type=int, default=1024, help="state versions a report may lag")
-    p.add_argument("--reports-topic", default="ldp-reports", help="LDP reports in (default: %(default)s)")
-    p.add_argument(
-        "--state-topic", default="ldp-state", help="the public server state (default: %(default)s)"
-    )
-    p.add_argument(
-        "--releases-topic", default="ldp-releases", help="where releases go (default: %(default)s)"
-    )
-    p.add_argument("--dlq-topic", default=None, help="default: <reports-topic>-dlq")
-    for option, kind, default in FLINK_OPTIONS:
-        p.add_argument(option, type=kind, default=default)
+    add_options(p, LdpJobConfig)
     add_progress_option(p)
 
 
-def _warm_up(args: argparse.Namespace) -> tuple[int, ...]:
-    if args.warm_up_normal is not None:
-        from privstream.datagen import normal_items
-
-        return tuple(int(v) - 1 for v in normal_items(args.warm_up_normal, domain=args.domain, seed=0))
-    with open(args.warm_up, encoding="utf-8") as handle:
-        try:
-            return tuple(int(line) for line in handle if line.strip())
-        except ValueError:
-            raise ValueError(f"--warm-up: {args.warm_up} must hold one integer item index per line") from None
-
-
 def config_from_args(args: argparse.Namespace) -> LdpJobConfig:
-    settings = LdpServerSettings(
-        scheme=args.scheme,
-        epsilon=args.epsilon,
-        domain_size=args.domain,
-        k=args.k,
-        deployment=args.deployment,
-        warm_up=_warm_up(args),
-        alpha=args.alpha,
-        light_cells=args.light_cells,
-        epoch_reports=args.epoch_reports,
-        state_every=args.state_every,
-        max_lag=args.max_lag,
-    )
-    topics = {name: getattr(args, name) for name in ("reports_topic", "state_topic", "releases_topic")}
-    flink = {
-        option[2:].replace("-", "_"): getattr(args, option[2:].replace("-", "_"))
-        for option, _, _ in FLINK_OPTIONS
-    }
-    interval = parse_duration_ms(flink.pop("checkpoint_interval"), "--checkpoint-interval")
-    dlq = args.dlq_topic or f"{args.reports_topic}-dlq"
-    return LdpJobConfig(
-        settings, args.bootstrap, **topics, dlq_topic=dlq, checkpoint_interval_ms=interval, **flink
-    )
+    config: LdpJobConfig = from_args(LdpJobConfig, args)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:

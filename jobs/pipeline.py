@@ -16,11 +16,12 @@ from typing import Any
 
 from privstream.connectors.ledger_lease import LedgerLease
 from privstream.jobs.config import HeavyHittersConfig, TestHooks
+from privstream.jobs.settings import FlinkSettings
 
 from privstream.noise.rng import new_noise_key
 
 
-def flink_configuration(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:
+def flink_configuration(config: FlinkSettings, jars: list[str], checkpoint_dir: str) -> Any:
     """The Flink configuration of the job; ``checkpoint_dir`` is ``config.checkpoint_dir`` or the
     directory the job chose for it."""
     from pyflink.common import Configuration
@@ -157,7 +158,7 @@ def build_pipeline(
         sink(releases.get_side_output(SKETCHES), hooks.expose_sketches_topic, "sketches")
 
 
-def create_environment(config: HeavyHittersConfig, jars: list[str], checkpoint_dir: str) -> Any:
+def create_environment(config: FlinkSettings, jars: list[str], checkpoint_dir: str) -> Any:
     """A ``StreamExecutionEnvironment`` with the job's settings (:func:`flink_configuration`)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -166,3 +167,14 @@ def create_environment(config: HeavyHittersConfig, jars: list[str], checkpoint_d
     )
     env.set_parallelism(1)
     return env
+
+
+def job_environment(config: FlinkSettings, temp_prefix: str) -> Any:
+    """:func:`create_environment` with the connector jars, checkpointing into ``config.checkpoint_dir``
+    or a new temporary directory named ``temp_prefix…`` (the sliding-window, continual and LDP jobs)."""
+    import tempfile
+
+    from privstream.connectors.flink_jars import connector_jar_urls
+
+    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix=temp_prefix)
+    return create_environment(config, connector_jar_urls(), checkpoint_dir)

@@ -48,14 +48,13 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from privstream.connectors.clients import add_bootstrap_option
-from privstream.connectors.validation import parse_duration_ms
-from privstream.jobs.ldp_heavy_hitters import FLINK_OPTIONS, environment
+from privstream.connectors.topics import dead_letter_topic
 from privstream.jobs.run_report import add_progress_option
+from privstream.jobs.settings import FlinkSettings, KafkaSettings, LedgerSettings, partitions_of
 from privstream.operators.test_hooks import TestHooks
-from privstream.operators.window_logic import WINDOWINGS, LedgerCharge, WindowSettings
+from privstream.operators.window_logic import LedgerCharge, WindowSettings
 
-from privstream.validation import check_privacy_bound
+from privstream.options import add_options, from_args, nested, option
 
 if TYPE_CHECKING:
     from privstream.jobs.run_report import RunPlan
@@ -66,37 +65,32 @@ MECHANISM = "dpsw-sketch"
 
 
 @dataclass(frozen=True)
-class SlidingWindowConfig:
-    """The job: sketch settings, topics, ledger, Flink settings (named as the heavy-hitters job's)."""
+class SlidingWindowConfig(KafkaSettings, FlinkSettings, LedgerSettings):
+    """The job: sketch settings, topics, and the shared Kafka, Flink and ledger settings
+    (:mod:`privstream.jobs.settings`); the command line is generated from these fields.
+    ``ledger_id`` defaults to ``sliding-window/<topic>``, ``dlq_topic`` to ``<topic>-dlq``."""
 
-    settings: WindowSettings
-    bootstrap: str
-    topic: str = "events"
-    releases_topic: str = "window-releases"
-    dlq_topic: str = "events-dlq"
-    ledger_topic: str = "ledger"
-    ledger_id: str = "sliding-window/events"
-    total_epsilon: float | None = None  #: the ledger's total ε (default: this run's ε)
-    total_delta: float | None = None
-    ledger_timeout_s: float = 60.0
-    checkpoint_interval_ms: int = 2000
-    checkpoint_dir: str | None = None
-    restart_attempts: int = 3
-    bundle_size: int = 200
-    restore_from: str | None = None
-    job_name: str = "privstream-sliding-window"
-    flink_conf: tuple[tuple[str, str], ...] = ()
+    settings: WindowSettings = field(metadata=nested())
+    topic: str = field(default="events", metadata=option("events topic: one partition per shard"))
+    releases_topic: str = field(default="window-releases", metadata=option("where releases go"))
+    dlq_topic: str = field(default="", metadata=option("dead-letter topic", default_text="<topic>-dlq"))
+    job_name: str = field(default="privstream-sliding-window", kw_only=True)
     #: TESTS ONLY (programmatic, no option): an injected failure, the sketch states topic (NOT private)
     hooks: TestHooks = field(default_factory=TestHooks)
     run_id: str | None = None  #: stamped into every release and dead letter (None: not stamped)
 
     def __post_init__(self) -> None:
-        if not self.ledger_id:
-            raise ValueError("--ledger-id: must be a non-empty id")
-        if not self.ledger_timeout_s > 0:
-            raise ValueError(f"--ledger-timeout: must be > 0, got {self.ledger_timeout_s!r}")
-        check_privacy_bound("--total-epsilon", self.total_epsilon, "epsilon")
-        check_privacy_bound("--total-delta", self.total_delta, "delta")
+        if self.ledger_id is None:
+            object.__setattr__(self, "ledger_id", f"sliding-window/{self.topic}")
+        if not self.dlq_topic:
+            object.__setattr__(self, "dlq_topic", dead_letter_topic(self.topic))
+        self.check_kafka(
+            ("--topic", self.topic),
+            ("--releases-topic", self.releases_topic),
+            ("--dlq-topic", self.dlq_topic),
+        )
+        self.check_flink()
+        self.check_ledger()
 
 
 def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
@@ -118,7 +112,7 @@ def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
             f"sliding-window ({s.windowing}) on {config.topic}: every release of submission {nonce}"
         ),
         job_name=config.job_name,
-        timeout_s=config.ledger_timeout_s,
+        timeout_s=config.ledger_timeout.total_seconds(),
     )
     logger.info("ledger %r charged (%s, %s) once for this run: entry #%d", entry.ledger_id, s.epsilon,
                 s.delta, entry.sequence)  # fmt: skip
@@ -128,13 +122,12 @@ def charge_ledger(config: SlidingWindowConfig) -> LedgerCharge:
 def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
     """Check the events topic's partitions against ``shards``, create the output topics, choose the
     checkpoint directory and charge the ledger; returns the config whose releases name that charge
-    (the Flink environment is then the other jobs': ``ldp_heavy_hitters.environment``). It does not
+    (the Flink environment is then :func:`environment`). It does not
     read ``restore_from``: an incompatible savepoint is refused later, by the operators, after this
     charge (module docstring, "Restore order")."""
     from privstream.connectors.topics import TopicSpec, create_topics
-    from privstream.jobs.continual_monitor import nodes_of
 
-    partitions = nodes_of(config.bootstrap, config.topic)
+    partitions = partitions_of(config.bootstrap, config.topic)
     if partitions != config.settings.shards:
         raise ValueError(
             f"--topic: {config.topic!r} has {partitions} partitions, not {config.settings.shards}"
@@ -191,6 +184,12 @@ def _outputs(releases: Any, config: SlidingWindowConfig) -> list[tuple[Any, str,
     return outputs
 
 
+def environment(config: SlidingWindowConfig) -> Any:
+    from privstream.jobs.pipeline import job_environment
+
+    return job_environment(config, "privstream-window-ckpt-")
+
+
 def start(config: SlidingWindowConfig) -> tuple[Any, SlidingWindowConfig]:
     """Charge the ledger, then submit without waiting: (the PyFlink ``JobClient``, the prepared config)."""
     config = prepare(config)
@@ -199,128 +198,15 @@ def start(config: SlidingWindowConfig) -> tuple[Any, SlidingWindowConfig]:
     return env.execute_async(config.job_name), config
 
 
-def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"{option}: a comma-separated list of integers, got {text!r}") from None
-
-
-def _length(option: str, text: str, windowing: str) -> int:
-    """``--window``/``--substream``: items (count) or event-time ms (event-time: also ``10s``, ``5m``)."""
-    if windowing == "event-time" and not text.strip().lstrip("-").isdigit():
-        return parse_duration_ms(text, option)
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{option}: an integer number of items (count windows), got {text!r}") from None
-
-
 def configure(p: argparse.ArgumentParser) -> None:
-    add_bootstrap_option(p)
-    p.add_argument(
-        "--topic", default="events", help="events topic: one partition per shard (default: %(default)s)"
-    )
-    p.add_argument(
-        "--shard-key", choices=("item", "user"), default="item", help="what the partitioner hashed"
-    )
-    p.add_argument(
-        "--windowing",
-        choices=WINDOWINGS,
-        default="count",
-        help="count: the last w items of a shard (the paper); event-time: the last w ms, released on "
-        "EpochWatermark punctuations (produce with --punctuate-every W)",
-    )
-    p.add_argument("--window", required=True, help="w: items of a shard (count) or event time (10s, or ms)")
-    p.add_argument(
-        "--substream", required=True, help="W: substream length, items or event time (as --window)"
-    )
-    p.add_argument(
-        "--origin", type=int, default=None, help="event-time: public start of the grid (ms, default 0)"
-    )
-    p.add_argument(
-        "--window-items",
-        type=int,
-        default=None,
-        help="event-time: PUBLIC bound on a shard's items per window (heavy-hitter threshold; required)",
-    )
-    p.add_argument("--checkpoints", default=None, help="I: comma list from W down to 1 (else --alpha)")
-    p.add_argument("--alpha", type=float, default=None, help="smooth-histogram factor (default 0.5)")
-    p.add_argument(
-        "--budget-ratio",
-        type=float,
-        default=None,
-        help="q of the budget split (default α, 0.5 with --checkpoints)",
-    )
-    p.add_argument("--epsilon", type=float, required=True, help="ε of each shard's sketch (whole run)")
-    p.add_argument("--delta", type=float, required=True, help="δ of each shard's sketch (whole run)")
-    p.add_argument("--depth", type=int, default=3, help="a: PCMS rows")
-    p.add_argument("--width", type=int, default=2000, help="b: PCMS counters per row")
-    p.add_argument("--hash-seed", type=int, default=0, help="the public hash seed")
-    p.add_argument("--domain-size", type=int, required=True, help="declared domain: items 0..d-1")
-    p.add_argument("--queries", default=None, help="public query items, comma list (default: the domain)")
-    p.add_argument(
-        "--gamma",
-        type=float,
-        required=True,
-        help="γ: heavy hitters have ≥ γ·w of the window (must exceed ζ = e/width)",
-    )
-    p.add_argument(
-        "--releases-topic", default="window-releases", help="where releases go (default: %(default)s)"
-    )
-    p.add_argument("--dlq-topic", default=None, help="default: <topic>-dlq")
-    p.add_argument(
-        "--ledger-topic", default="ledger", help="the privacy ledger's topic (default: %(default)s)"
-    )
-    p.add_argument("--ledger-id", default=None, help="default: sliding-window/<topic>")
-    p.add_argument("--total-epsilon", type=float, default=None, help="ledger total ε (default: --epsilon)")
-    p.add_argument("--total-delta", type=float, default=None, help="ledger total δ (default: --delta)")
-    p.add_argument("--ledger-timeout", default="60s")
-    for option, kind, default in FLINK_OPTIONS:
-        p.add_argument(option, type=kind, default=default)
+    add_options(p, SlidingWindowConfig)
     add_progress_option(p)
 
 
 def config_from_args(args: argparse.Namespace, shards: int) -> SlidingWindowConfig:
-    windowing = args.windowing
-    settings = WindowSettings(
-        window=_length("--window", args.window, windowing),
-        substream=_length("--substream", args.substream, windowing),
-        depth=args.depth,
-        width=args.width,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        domain_size=args.domain_size,
-        gamma=args.gamma,
-        shards=shards,
-        checkpoints=_ints("--checkpoints", args.checkpoints),
-        alpha=args.alpha,
-        budget_ratio=args.budget_ratio,
-        hash_seed=args.hash_seed,
-        queries=_ints("--queries", args.queries),
-        shard_key=args.shard_key,
-        windowing=windowing,
-        origin=args.origin,
-        window_items=args.window_items,
-    )
-    return SlidingWindowConfig(
-        settings,
-        args.bootstrap,
-        topic=args.topic,
-        releases_topic=args.releases_topic,
-        dlq_topic=args.dlq_topic or f"{args.topic}-dlq",
-        ledger_topic=args.ledger_topic,
-        ledger_id=args.ledger_id or f"sliding-window/{args.topic}",
-        total_epsilon=args.total_epsilon,
-        total_delta=args.total_delta,
-        ledger_timeout_s=parse_duration_ms(args.ledger_timeout, "--ledger-timeout") / 1000,
-        checkpoint_interval_ms=parse_duration_ms(args.checkpoint_interval, "--checkpoint-interval"),
-        checkpoint_dir=args.checkpoint_dir,
-        restart_attempts=args.restart_attempts,
-        restore_from=args.restore_from,
-    )
+    """The job's config from parsed options; ``shards``: the events topic's partition count."""
+    config: SlidingWindowConfig = from_args(SlidingWindowConfig, args, shards=shards)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -331,7 +217,6 @@ def run(args: argparse.Namespace) -> int:
     from privstream.connectors.ledger_topic import LedgerUnavailable
     from privstream.connectors.run_ids import new_run_id
     from privstream.jobs import run_report
-    from privstream.jobs.continual_monitor import nodes_of
     from privstream.jobs.preflight import warn_before_start
 
     from privstream.accounting import BudgetExceeded
@@ -339,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
 
     console_logging()
     try:
-        config = config_from_args(args, nodes_of(args.bootstrap, args.topic))
+        config = config_from_args(args, partitions_of(args.bootstrap, args.topic))
         warn_before_start(config)  # noise-dominated parameters: a warning, before the ledger charge
         ui_conf, web_ui = run_report.web_ui_settings(config.flink_conf)
         config = replace(config, run_id=new_run_id(), flink_conf=config.flink_conf + ui_conf)

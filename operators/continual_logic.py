@@ -26,11 +26,12 @@ Which steps a node releases is public: from its first punctuation to its last.
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
 from privstream.connectors.dead_letter import dead_letter_record
+from privstream.connectors.validation import parse_duration_ms
 from privstream.operators.epochs import FINAL, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, Payload, PayloadError, WatermarkPayload
 from privstream.operators.test_hooks import TestHooks
@@ -47,6 +49,7 @@ from privstream.continual.blocks import check_lambda, pcc_params
 from privstream.continual.masking import Roster
 from privstream.continual.pcc import heavy_hitter_bar
 from privstream.continual.pdch_bf import BfMessage, PdchBfAggregator, PdchBfConfig, PdchBfNode, pdch_bf_config
+from privstream.options import option
 from privstream.sketches import SketchFormatError
 from privstream.sketches.binary_format import decode_envelope, encode_envelope
 from privstream.validation import check_privacy_bound
@@ -55,6 +58,10 @@ MODES = ("lu", "bf")
 #: type bytes of the operator state records (the core's reserved state range, see state_records.py)
 NODE_STATE, AGGREGATOR_STATE = 240, 241
 _LEN = struct.Struct("<I")
+
+
+def _ms(text: str, option: str, _args: argparse.Namespace) -> int:
+    return parse_duration_ms(text, option)
 
 
 class ForeignUpdate(ValueError):
@@ -68,21 +75,55 @@ class ForeignUpdate(ValueError):
 class ContinualSettings:
     """The public parameters of the continual-monitor protocol (all data-independent)."""
 
-    mode: str
-    epsilon: float
-    lam: float
-    window: int  #: W, in time steps
-    universe: int  #: n: the declared universe is the items 0 .. n-1
-    nodes: int  #: k: the events topic's partitions
-    theta: float
-    step_ms: int  #: a time step's event-time length
-    window_items: int | None = None  #: public bound on items per node per window (thresholds); None: W
-    delta: float = 1e-6  #: PDCH-BF: Bloom failure probability per window
-    keys_dir: str | None = None  #: PDCH-BF: node-<i>.key files and roster.json (offline setup)
-    hash_seed: str = "privstream-continual-monitor"  #: PDCH-BF: public hash seed
+    epsilon: float = field(metadata=option("each node's event-level ε (whole run)", kind=float))
+    lam: float = field(metadata=option("λ: the approximation (rounded down to 1/2^j)", kind=float))
+    window: int = field(metadata=option("W: the window, in time steps", kind=int))
+    universe: int = field(metadata=option("n: the declared universe is items 0..n-1", kind=int))
+    nodes: int  #: k: the events topic's partitions (no option: read from the topic)
+    theta: float = field(metadata=option("θ: release items with ≥ θ of the window", kind=float))
+    mode: str = field(
+        default="lu", kw_only=True, metadata=option("PDCH-LU (lazy updates) or PDCH-BF", choices=MODES)
+    )
+    #: a time step's event-time length
+    step_ms: int = field(
+        default=86_400_000,
+        kw_only=True,
+        metadata=option(
+            "a time step's event-time length (e.g. 1d, 60s)", name="--step", parse=_ms, default_text="1d"
+        ),
+    )
+    #: public bound on items per node per window (thresholds); None: W
+    window_items: int | None = field(
+        default=None,
+        kw_only=True,
+        metadata=option(
+            "public bound on events per node per window, used in the thresholds",
+            kind=int,
+            default_text="W",
+        ),
+    )
+    #: PDCH-BF: Bloom failure probability per window
+    delta: float = field(
+        default=1e-6, kw_only=True, metadata=option("--mode bf: Bloom failure probability", kind=float)
+    )
+    #: PDCH-BF: node-<i>.key files and roster.json (offline setup)
+    keys_dir: str | None = field(
+        default=None,
+        kw_only=True,
+        metadata=option("--mode bf: directory from `privstream keys`", name="--keys"),
+    )
+    hash_seed: str = field(default="privstream-continual-monitor", kw_only=True)  #: PDCH-BF: public
     #: the run's id ("": the launcher draws one): stamped into its updates; PDCH-BF: keeps period
     #: labels unique across runs
-    session: str = ""
+    session: str = field(
+        default="",
+        kw_only=True,
+        metadata=option(
+            "the run's id, stamped into its updates (other runs' updates are dead-lettered) and, with "
+            "--mode bf, its period labels (default: a fresh random one, logged; give it again only to "
+            "resume that run from a savepoint: --restore-from needs it)"
+        ),
+    )
     noise_secret: str = ""  #: hex; the nodes' noise keys derive from it ("": the launcher draws one)
 
     def __post_init__(self) -> None:

@@ -55,6 +55,7 @@ refused. ``epoch_reports`` and ``state_every`` only set the cadence and may chan
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import pickle
 import time
@@ -67,9 +68,10 @@ from privstream.connectors.ldp_producer import report_from_record
 from privstream.connectors.ldp_state import state_to_record
 
 from privstream.ldp import HgLdpParams, HgLdpServer, PublicState, refusal_reason
-from privstream.ldp.hg_params import LDP_DELTA, LDP_NEIGHBOUR_RELATION, Scheme
+from privstream.ldp.hg_params import LDP_DELTA, LDP_NEIGHBOUR_RELATION, Scheme, alpha_argument
 from privstream.ldp.hg_state import StateHistory, new_run_id
 from privstream.noise.rng import KeyedRandomSource, SeededRandomSource, default_source, new_noise_key
+from privstream.options import Alternative, option
 from privstream.validation import check_int, check_privacy_bound
 
 Output = tuple[Literal["release", "state", "dead-letter"], bytes]
@@ -80,21 +82,69 @@ class RestoredSettingsError(ValueError):
     """A checkpoint restored with other settings than its server was started with."""
 
 
+def _warm_up_file(path: str, option: str, _args: argparse.Namespace) -> tuple[int, ...]:
+    """``--warm-up FILE``: one public item index per line."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return tuple(int(line) for line in handle if line.strip())
+        except ValueError:
+            raise ValueError(f"{option}: {path} must hold one integer item index per line") from None
+
+
+def _warm_up_normal(text: str, option: str, args: argparse.Namespace) -> tuple[int, ...]:
+    """``--warm-up-normal N``: N items of the public Normal generator (seed 0) on ``--domain``."""
+    from privstream.datagen import normal_items
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{option}: expected a number of items, got {text!r}") from None
+    return tuple(int(v) - 1 for v in normal_items(n, domain=args.domain_size, seed=0))
+
+
 @dataclass(frozen=True)
 class LdpServerSettings:
     """The job's public settings (validated on construction: bad values name the option)."""
 
-    scheme: Scheme
-    epsilon: float
-    domain_size: int
-    k: int
-    deployment: str
-    warm_up: tuple[int, ...]
-    alpha: Fraction = Fraction(1, 3)
-    light_cells: int | None = None
-    epoch_reports: int = 1000
-    state_every: int = 100
-    max_lag: int = 1024
+    epsilon: float = field(metadata=option("ε per report (event-level LDP)", kind=float))
+    domain_size: int = field(metadata=option("d: items are the indices 0..d-1", name="--domain", kind=int))
+    deployment: str = field(metadata=option("id shared with the clients (state topic key)"))
+    warm_up: tuple[int, ...] = field(
+        metadata=option(
+            "file of public warm-up item indices, one per line",
+            parse=_warm_up_file,
+            metavar="FILE",
+            alternatives=(
+                Alternative(
+                    "--warm-up-normal",
+                    "N warm-up items of the Normal generator (seed 0) on the domain",
+                    _warm_up_normal,
+                    metavar="N",
+                ),
+            ),
+        )
+    )
+    scheme: Scheme = field(
+        default="cnr",
+        kw_only=True,
+        metadata=option("the HG-LDP scheme", choices=("bgr", "dsr", "bdr", "cnr")),
+    )
+    k: int = field(default=20, kw_only=True, metadata=option("top-k = heavy cells λ_h", kind=int))
+    alpha: Fraction = field(
+        default=Fraction(1, 3), kw_only=True, metadata=option("BDR/CNR: ε₁/ε", kind=alpha_argument)
+    )
+    light_cells: int | None = field(
+        default=None, kw_only=True, metadata=option("CNR: λ_l", kind=int, default_text="5")
+    )
+    epoch_reports: int = field(
+        default=1000, kw_only=True, metadata=option("release every N applied reports", kind=int)
+    )
+    state_every: int = field(
+        default=100, kw_only=True, metadata=option("publish the state every N reports", kind=int)
+    )
+    max_lag: int = field(
+        default=1024, kw_only=True, metadata=option("state versions a report may lag", kind=int)
+    )
     noise_key: bytes = field(default_factory=new_noise_key, repr=False)  #: secret, per submission
     run_id: bytes = field(default_factory=new_run_id)  #: public, per submission (state digests)
 

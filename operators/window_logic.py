@@ -44,6 +44,7 @@ noise on data that differs, and each submission is charged to the ledger.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import hmac
@@ -56,11 +57,13 @@ from typing import Any, Literal
 import numpy as np
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.dead_letter import dead_letter_record
+from privstream.connectors.validation import parse_duration_ms
 from privstream.operators.payloads import EventPayload, PayloadError, WatermarkPayload, decode_payload
 from privstream.operators.routing import SHARD_KEYS, routing_error
 from privstream.operators.test_hooks import TestHooks
 
 from privstream.noise.rng import new_noise_key
+from privstream.options import int_list, option
 from privstream.validation import check_int, check_privacy_bound
 from privstream.window import DPSWParams, DPSWSketch, Windowing, dpsw_params
 from privstream.window.params import check_gamma, shard_relation
@@ -85,6 +88,16 @@ EVENT_TIME_COMPOSITION = (
 WINDOWINGS = tuple(w.value for w in Windowing)  #: ("count", "event-time")
 
 
+def _length(text: str, option: str, args: argparse.Namespace) -> int:
+    """``--window``/``--substream``: items (count) or event-time ms (event-time: also ``10s``, ``5m``)."""
+    if getattr(args, "windowing", "count") == "event-time" and not text.strip().lstrip("-").isdigit():
+        return parse_duration_ms(text, option)
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{option}: an integer number of items (count windows), got {text!r}") from None
+
+
 @dataclass(frozen=True)
 class LedgerCharge:
     """The one ledger entry that covers every release of the run (written by the launcher)."""
@@ -98,26 +111,62 @@ class LedgerCharge:
 class WindowSettings:
     """The job's public parameters, validated on construction (a bad value names its option)."""
 
-    window: int
-    substream: int
-    depth: int
-    width: int
-    epsilon: float
-    delta: float
-    domain_size: int
-    gamma: float
-    shards: int
-    checkpoints: tuple[int, ...] | None = None
-    alpha: float | None = None
-    budget_ratio: float | None = None
-    hash_seed: int = 0
-    queries: tuple[int, ...] | None = None  #: the public query set (default: the whole domain)
-    shard_key: str = "item"
-    windowing: str = "count"  #: "count" (the paper's last w items) or "event-time" (the last w ms)
-    origin: int | None = None  #: event-time: the public start of the substream grid (ms; default 0)
+    window: int = field(
+        metadata=option("w: items of a shard (count) or event time (10s, or ms)", parse=_length)
+    )
+    substream: int = field(
+        metadata=option("W: substream length, items or event time (as --window)", parse=_length)
+    )
+    epsilon: float = field(metadata=option("ε of each shard's sketch (whole run)", kind=float))
+    delta: float = field(metadata=option("δ of each shard's sketch (whole run)", kind=float))
+    domain_size: int = field(metadata=option("declared domain: items 0..d-1", kind=int))
+    gamma: float = field(
+        metadata=option("γ: heavy hitters have ≥ γ·w of the window (must exceed ζ = e/width)", kind=float)
+    )
+    shards: int  #: the events topic's partitions (no option: read from the topic)
+    depth: int = field(default=3, kw_only=True, metadata=option("a: PCMS rows", kind=int))
+    width: int = field(default=2000, kw_only=True, metadata=option("b: PCMS counters per row", kind=int))
+    checkpoints: tuple[int, ...] | None = field(
+        default=None,
+        metadata=option("I: comma list from W down to 1", parse=int_list, default_text="from --alpha"),
+    )
+    alpha: float | None = field(
+        default=None, metadata=option("smooth-histogram factor", kind=float, default_text="0.5")
+    )
+    budget_ratio: float | None = field(
+        default=None,
+        metadata=option("q of the budget split", kind=float, default_text="α, 0.5 with --checkpoints"),
+    )
+    hash_seed: int = field(default=0, metadata=option("the public hash seed", kind=int))
+    #: the public query set (default: the whole domain)
+    queries: tuple[int, ...] | None = field(
+        default=None,
+        metadata=option("public query items, comma list", parse=int_list, default_text="the domain"),
+    )
+    shard_key: str = field(default="item", metadata=option("what the partitioner hashed", choices=SHARD_KEYS))
+    #: "count" (the paper's last w items) or "event-time" (the last w ms)
+    windowing: str = field(
+        default="count",
+        metadata=option(
+            "count: the last w items of a shard (the paper); event-time: the last w ms, released on "
+            "EpochWatermark punctuations (produce with --punctuate-every W)",
+            choices=WINDOWINGS,
+        ),
+    )
+    #: event-time: the public start of the substream grid (ms; default 0)
+    origin: int | None = field(
+        default=None,
+        metadata=option("event-time: public start of the grid (ms)", kind=int, default_text="0"),
+    )
     #: event-time: a PUBLIC bound n on a shard's items per window, declared in advance (the
     #: heavy-hitter threshold (γ − ζ)·n; never measured from the data)
-    window_items: int | None = None
+    window_items: int | None = field(
+        default=None,
+        metadata=option(
+            "event-time: PUBLIC bound on a shard's items per window (heavy-hitter threshold; required)",
+            kind=int,
+        ),
+    )
     charge: LedgerCharge = field(default_factory=LedgerCharge)
     submission_key: bytes = field(default_factory=new_noise_key, repr=False)  #: secret, per submission
 

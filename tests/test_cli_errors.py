@@ -5,6 +5,7 @@ line and exit 130; PRIVSTREAM_BOOTSTRAP honoured by every command; the jobs' out
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -45,7 +46,7 @@ LDP = dict(scheme="cnr", epsilon=2.0, domain_size=100, k=5, deployment="d", warm
         (lambda: WindowSettings(**{**WINDOW, "epsilon": 1e308}), "--epsilon"),  # type: ignore[arg-type]
         (lambda: WindowSettings(**{**WINDOW, "delta": 0.3}), "--delta"),  # type: ignore[arg-type]
         (
-            lambda: SlidingWindowConfig(WindowSettings(**WINDOW), "h:1", total_epsilon=500.0),
+            lambda: SlidingWindowConfig(WindowSettings(**WINDOW), bootstrap="h:1", total_epsilon=500.0),
             "--total-epsilon",
         ),  # type: ignore[arg-type]
         (lambda: ContinualSettings(**{**CONTINUAL, "epsilon": 1e308}), "--epsilon"),  # type: ignore[arg-type]
@@ -275,24 +276,33 @@ def test_keys_command_writes_the_pdch_bf_keys(tmp_path: Path) -> None:
     )
 
 
-def test_every_duration_default_of_the_jobs_parses() -> None:
-    """Each job's duration options, left at their defaults, are valid durations (continual-monitor's
-    ``--step`` defaults to ``1d``, which the parser once refused)."""
-    from privstream.connectors.validation import parse_duration_ms
+def test_every_duration_default_of_the_jobs_is_a_positive_duration() -> None:
+    """Each job's duration options, left at their defaults, give positive durations in the job's
+    config (the command lines are generated from the configs, so the default is the field's own;
+    continual-monitor's ``--step`` once defaulted to a text its parser refused)."""
+    from privstream.jobs import continual_monitor, heavy_hitters, ldp_heavy_hitters, sliding_window
 
-    assert parse_duration_ms("1d", "--step") == 86_400_000
-    commands = {
-        "heavy-hitters": [*RUN_HH, "--epsilon", "1"],
-        "continual-monitor": "run continual-monitor --epsilon 1 --lam 0.25 --theta 0.3 --window 4 --universe 9".split(),
-        "sliding-window": "run sliding-window --window 9 --substream 3 --epsilon 1 --delta 1e-6 --domain-size 9 --gamma 0.5".split(),
-        "ldp-heavy-hitters": "run ldp-heavy-hitters --epsilon 1 --domain 9 --deployment d --warm-up-normal 9".split(),
-    }
-    checked = 0
-    for job, command in commands.items():
-        args = vars(build_parser().parse_args(command))
-        for option in ("step", "checkpoint_interval", "progress_interval", "ledger_lease", "ledger_timeout"):
-            value = args.get(option)
-            if isinstance(value, str):
-                assert parse_duration_ms(value, f"--{option}") > 0, (job, option, value)
-                checked += 1
-    assert args["progress_interval"] == "10s" and checked >= 5
+    def parsed(command: list[str]) -> argparse.Namespace:
+        return build_parser().parse_args(command)
+
+    hh = heavy_hitters.config_from_args(parsed([*RUN_HH, "--epsilon", "1"]))
+    cm = continual_monitor.config_from_args(
+        parsed("run continual-monitor --epsilon 1 --lam 0.25 --theta 0.3 --window 4 --universe 9".split()), 2
+    )
+    sw = sliding_window.config_from_args(
+        parsed(
+            "run sliding-window --window 9 --substream 3 --epsilon 1 --delta 1e-6 --domain-size 9 "
+            "--gamma 0.5".split()
+        ),
+        2,
+    )
+    ldp = ldp_heavy_hitters.config_from_args(
+        parsed("run ldp-heavy-hitters --epsilon 1 --domain 99 --deployment d --warm-up-normal 9".split())
+    )
+    assert cm.settings.step_ms == 86_400_000  # 1d
+    for config in (hh, cm, sw, ldp):
+        assert config.checkpoint_interval == timedelta(seconds=2)
+    for config in (hh, sw):
+        assert config.ledger_timeout == timedelta(seconds=60)
+    assert hh.ledger_lease == timedelta(seconds=60)
+    assert parsed([*RUN_HH, "--epsilon", "1"]).progress_interval == "10s"

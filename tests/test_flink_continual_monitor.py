@@ -7,6 +7,7 @@ same releases (exactly once)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -60,7 +61,7 @@ def job(bootstrap: str, topic: str, prefix: str, **settings: object) -> Continua
         releases_topic=f"{prefix}-releases",
         updates_topic=f"{prefix}-updates",
         dlq_topic=f"{prefix}-dlq",
-        checkpoint_interval_ms=500,
+        checkpoint_interval=timedelta(milliseconds=500),
         run_id=prefix,  # stamped into every release and dead letter (privstream tail --run)
         hooks=TestHooks(noise_seed=5),  # TESTS ONLY: the nodes' noise keys from a public seed
     )

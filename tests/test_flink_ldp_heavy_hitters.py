@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from datetime import timedelta
 
 import pytest
 from privstream.connectors.avro_codec import encode
@@ -60,7 +61,7 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         state_topic=f"{prefix}-state",
         releases_topic=f"{prefix}-releases",
         dlq_topic=f"{prefix}-reports-dlq",
-        checkpoint_interval_ms=500,
+        checkpoint_interval=timedelta(milliseconds=500),
         flink_conf=(("rest.port", str(port)),),
         hooks=TestHooks(fail_marker=str(marker), fail_after=250),
         run_id=settings.run_id.hex(),  # as `privstream run ldp-heavy-hitters` sets it

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +62,13 @@ def _config(
     ``fail_after`` items."""
     return SlidingWindowConfig(
         settings,
-        bootstrap,
+        bootstrap=bootstrap,
         topic=topic,
         releases_topic=f"{prefix}-releases",
         dlq_topic=f"{prefix}-dlq",
         ledger_topic=f"{prefix}-ledger",
         ledger_id=f"sliding-window/{prefix}",
-        checkpoint_interval_ms=500,
+        checkpoint_interval=timedelta(milliseconds=500),
         hooks=TestHooks(
             fail_marker=str(tmp_path / "failed"), fail_after=fail_after, expose_states_topic=states_topic
         ),

@@ -128,8 +128,8 @@ def test_a_restored_job_does_not_republish_state_version_0(monkeypatch: pytest.M
     created: list[object] = []
     monkeypatch.setattr(clients, "kafka_producer", lambda bootstrap: Producer())
     monkeypatch.setattr(topics, "create_topics", lambda bootstrap, specs: created.append(specs))
-    config = LdpJobConfig(_settings(), "127.0.0.1:1")
-    restored = LdpJobConfig(_settings(), "127.0.0.1:1", restore_from="file:///tmp/chk-7")
+    config = LdpJobConfig(_settings(), bootstrap="127.0.0.1:1")
+    restored = LdpJobConfig(_settings(), bootstrap="127.0.0.1:1", restore_from="file:///tmp/chk-7")
     assert publish_initial_state(restored) is False and sent == [] and len(created) == 1
     assert publish_initial_state(config) is True and len(created) == 2
     [(topic, value)] = sent

@@ -172,7 +172,7 @@ def test_cli_options_are_parsed_and_named() -> None:
     with pytest.raises(ValueError, match="--queries"):
         config_from_args(args, shards=2)
     with pytest.raises(ValueError, match="--ledger-id"):
-        SlidingWindowConfig(_settings(), "127.0.0.1:1", ledger_id="")
+        SlidingWindowConfig(_settings(), bootstrap="127.0.0.1:1", ledger_id="")
 
 
 # ---------------------------------------------------------------------------- event-time windows
