@@ -19,8 +19,10 @@ import pytest
 
 from privstream.noise import SeededRandomSource
 from privstream.privacy import Change, Scope, Unit
+from privstream.sketches.hashing import MAX_WIDTH
 from privstream.window import (
     PCMS,
+    DPSWParams,
     DPSWSketch,
     WindowGuarantee,
     Windowing,
@@ -428,3 +430,88 @@ def test_tables_are_int64_whatever_integer_type_the_sampler_returns() -> None:
     sketch.update_batch([1, 2])
     assert all(s.tables.dtype == np.int64 for s in sketch.substreams())
     assert sketch.memory_bytes() == 8 * (2 * 3 - 1) * 2 * 4  # 2|I| − 1 = 5 PCMSs of 2 x 4 int64
+
+
+# ---- dpsw_params: every parameter checked by name, numpy ints taken, exact bounds ---------------------
+
+BASE = dict(window=16, depth=2, width=8, substream=4, alpha=0.5, epsilon=1.0, delta=1e-6)
+
+
+def _params(**changes: object) -> DPSWParams:
+    return dpsw_params(**{**BASE, **changes})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"window": "16"}, "window"),
+        ({"window": 0}, "window"),
+        ({"depth": "2"}, "depth"),
+        ({"depth": 0}, "depth"),
+        ({"width": "8"}, "width"),
+        ({"width": MAX_WIDTH + 1}, "width"),
+        ({"seed": "1"}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**64}, "seed"),
+        ({"substream": "4"}, "substream"),
+        ({"substream": None, "beta": 1.5}, "beta"),
+        ({"budget_ratio": 1.5}, "budget_ratio"),
+        ({"epsilon": None, "rho": -1.0}, "rho"),
+        ({"epsilon": None, "rho": "1"}, "rho"),
+        ({"epsilon": None, "rho": Fraction(0)}, "rho"),
+        ({"epsilon": None, "rho": 0.5, "delta": 1.5}, "delta"),
+        ({"delta": 1.5}, "delta"),
+        ({"delta": None}, "epsilon"),
+        ({"width": 2}, "zeta"),
+        ({"zeta": 1.0}, "zeta"),
+        ({"windowing": Windowing.EVENT_TIME, "origin": "0"}, "origin"),
+        ({"windowing": Windowing.EVENT_TIME, "origin": 2**62}, "origin"),
+        ({"windowing": Windowing.EVENT_TIME, "origin": -(2**62) - 1}, "origin"),
+    ],
+)
+def test_dpsw_params_refuses_each_bad_parameter_by_name(changes: dict, named: str) -> None:
+    """A ValueError (never a TypeError) whose message starts with the parameter's name."""
+    with pytest.raises(ValueError, match=f"^{named}: "):
+        _params(**changes)
+
+
+def test_dpsw_params_takes_numpy_ints_and_the_bounds_themselves() -> None:
+    p = _params(
+        window=np.int64(16), depth=np.int64(2), width=np.int64(8), seed=np.int64(3), substream=np.int64(4)
+    )
+    assert (p.window, p.depth, p.width, p.seed, p.substream) == (16, 2, 8, 3, 4)
+    assert _params(width=MAX_WIDTH).width == MAX_WIDTH
+    assert _params(seed=2**64 - 1).seed == 2**64 - 1
+    assert _params().seed == 0  # the public default seed
+    for origin in (np.int64(5), -(2**62), 2**62 - 1):
+        assert _params(windowing=Windowing.EVENT_TIME, origin=origin).origin == origin
+    assert _params(zeta=0).zeta == 0  # zeta lies in [0, 1)
+    assert _params(zeta=Fraction(1, 3)).zeta == Fraction(1, 3)
+    assert _params(width=3).zeta == Fraction(repr(math.e / 3))  # the default e/width, below 1 from width 3
+
+
+def test_dpsw_params_derives_the_substream_from_beta_and_keeps_epsilon() -> None:
+    """W = ceil(window**beta): 16**0.5 = 4 (not 16·0.5 = 8); the (ε, δ) given are stated exactly."""
+    p = _params(substream=None, beta=0.5)
+    assert p.substream == 4
+    assert (p.epsilon, p.delta) == (Fraction(1), Fraction(1, 10**6))
+    assert _params(epsilon=None, rho=Fraction(1, 8), delta=1e-6).rho == Fraction(1, 8)
+
+
+def test_from_bytes_passes_the_domain_and_the_injected_sampler_on() -> None:
+    """A restored sketch keeps answering for the declared domain it is given, and draws from the
+    sampler it is given (here: zero noise, so its estimates are the exact counts)."""
+    calls: list[int] = []
+
+    def zero_noise(sigma2: Fraction, count: int) -> np.ndarray:
+        calls.append(count)
+        return np.zeros(count, dtype=np.int64)
+
+    p = _params(window=8, width=64, substream=4)
+    sketch = DPSWSketch(p, domain=["a", "b", "c"], noise=zero_noise)
+    sketch.update_batch(["a", "b", "a", "c", "a", "b", "a", "a"])
+    restored = DPSWSketch.from_bytes(sketch.to_bytes(), domain=["a", "b", "c"], noise=zero_noise)
+    assert restored.domain is not None and restored.domain.size == 3
+    before = len(calls)
+    restored.update_batch(["a", "a", "b", "c"])
+    assert len(calls) > before  # the new substream's tables drew from the sampler given

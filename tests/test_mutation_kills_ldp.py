@@ -68,6 +68,46 @@ def test_rational_exp_lower_is_the_largest_ratio_not_above_e_to_the_epsilon(epsi
     assert rational_exp_lower(epsilon, 20) == Fraction(exp_numerator(epsilon) >> 20, 1 << 20)  # type: ignore[arg-type]
 
 
+def epsilon_near(numerator: int, offset: str) -> Decimal:
+    """A 200-digit Decimal ε with e^ε · 2^40 = numerator + offset (to 10^-150): ε = ln((N + s)/2^40)
+    at 300 digits. Decimal ε is exact input for rational_exp_lower, so the test can place e^ε · 2^40
+    as close to an integer as it likes (no float ε gets within 10^-9 of one)."""
+    with localcontext() as ctx:
+        ctx.prec = 300
+        eps = ((Decimal(numerator) + Decimal(offset)) / B).ln()
+        ctx.prec = 200
+        return +eps
+
+
+N_E = 2988782477962  # ⌊e · 2^40⌋: e^ε ≈ e, so rational_exp_lower works at 60 digits
+
+
+def test_rational_exp_lower_stays_below_e_to_the_epsilon_just_under_a_representable_ratio() -> None:
+    """e^ε · 2^40 = N − 10^-50: the 60-digit exp rounds to exactly N/2^40 (an exactly representable
+    decimal), so only a margin that moves the value by more than rounding keeps a = N − 1, the
+    largest ratio below e^ε. Kills an added margin and one below the working precision (whose
+    subtraction rounds back to N/2^40): both return N/2^40 > e^ε, a privacy loss."""
+    eps = epsilon_near(N_E, "-1e-50")
+    assert exp_numerator_decimal(eps) == N_E - 1  # the independent 400-digit floor
+    assert rational_exp_lower(eps) == Fraction(N_E - 1, B)
+
+
+def test_rational_exp_lower_keeps_the_largest_ratio_above_an_integer_by_more_than_its_margin() -> None:
+    """e^ε · 2^40 = N + 10^-42, about three times the margin (a relative 10^-(p-5) = 10^-55 of
+    N ≈ 3·10^12, i.e. 3·10^-43): the largest ratio N/2^40 is returned. A margin ten times larger
+    (3·10^-42) would give N − 1: still private, but not the ratio the docstring promises."""
+    eps = epsilon_near(N_E, "1e-42")
+    assert exp_numerator_decimal(eps) == N_E
+    assert rational_exp_lower(eps) == Fraction(N_E, B)
+
+
+def exp_numerator_decimal(epsilon: Decimal) -> int:
+    """floor(e^ε · 2^40) of a Decimal ε, at 400 digits."""
+    with localcontext() as ctx:
+        ctx.prec = 400
+        return int((epsilon.exp() * B).to_integral_value(rounding=ROUND_FLOOR))
+
+
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), 701])
 def test_rational_exp_lower_refuses_non_positive_non_finite_and_huge_epsilon(bad: float) -> None:
     with pytest.raises(ValueError, match="epsilon"):

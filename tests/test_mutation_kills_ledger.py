@@ -841,3 +841,11 @@ def test_most_advanced_messages_and_choice() -> None:
             match=r"^divergent snapshots of ledger 'c': entry #9 has spent less than entry #4$",
         ):
             most_advanced(a, b)
+
+
+@pytest.mark.parametrize("delta", [1.0, 1.5, 0.0])
+def test_zcdp_conversion_refuses_delta_outside_the_open_unit_interval(delta: float) -> None:
+    """DPSW Thm 3.2 holds for δ ∈ (0, 1): ln(1/δ) must be positive (δ >= 1 would make ε <= ρ, or
+    the square root of a negative number)."""
+    with pytest.raises(ValueError, match="^delta must be"):
+        zcdp_to_dp(0.1, delta)

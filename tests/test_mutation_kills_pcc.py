@@ -19,6 +19,7 @@ Deterministic (no statistical assertion): the recorder either forwards to the re
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from fractions import Fraction
 
@@ -26,9 +27,14 @@ import pytest
 
 import privstream.continual.pcc as pcc_module
 from privstream.continual import PCC, BlockId
-from privstream.continual.pcc import heavy_hitter_bar, stored_at
+from privstream.continual.blocks import PCC_STATE_CODE
+from privstream.continual.pcc import _BLOCK_HEAD, heavy_hitter_bar, stored_at, unpack_blobs
 from privstream.mechanisms.domain_topk import noisy_top_k
 from privstream.noise import SeededRandomSource
+from privstream.sketches import SketchFormatError
+from privstream.sketches.binary_format import decode_envelope, encode_counters, encode_envelope
+from privstream.sketches.order import Dummy
+from tests.test_continual_pcc import KEY, reencode, run, skewed_stream
 
 DOMAIN = range(30)
 
@@ -216,3 +222,125 @@ def test_a_pcc_without_key_or_rng_draws_a_fresh_secret_key_and_releases() -> Non
     assert pcc.blocks_released[0] >= 1
     other = PCC(1, Fraction(1, 4), 32, DOMAIN)
     assert pcc.to_bytes() != other.to_bytes()  # two fresh 256-bit keys (equal w.p. 2^-256)
+
+
+# ---- from_bytes: a restored PCC is the original (its keyed or injected source, its garbage collection),
+# and every inconsistent state is refused with its own message ---------------------------------------
+
+
+def _saved(seed: int = 3, steps: int = 150) -> tuple[PCC, bytes]:
+    pcc = PCC(1, Fraction(1, 4), 64, range(40), noise_key=KEY)
+    run(pcc, skewed_stream(seed, steps))
+    return pcc, pcc.to_bytes()
+
+
+def test_a_restored_pcc_expires_its_blocks_like_the_original() -> None:
+    """Restored at several cuts and run on: the same releases and, at the end, the same state bytes
+    (the blocks it still stores: a restored PCC must drop expired blocks from where the state
+    leaves off, at every level)."""
+    stream = skewed_stream(8, 700)
+    reference = PCC(1, Fraction(1, 8), 100, range(40), noise_key=KEY)
+    expected = run(reference, stream)
+    for cut in (1, 13, 100, 257, 399):
+        first = PCC(1, Fraction(1, 8), 100, range(40), noise_key=KEY)
+        run(first, stream[:cut])
+        restored = PCC.from_bytes(first.to_bytes(), range(40))
+        assert run(restored, stream[cut:]) == expected[cut:]
+        assert restored.to_bytes() == reference.to_bytes(), cut
+        assert restored.memory() == reference.memory()
+
+
+class CountingSource(SeededRandomSource):
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.calls = 0
+
+    def randbits(self, k: int) -> int:
+        self.calls += 1
+        return super().randbits(k)
+
+    def randbelow(self, n: int) -> int:
+        self.calls += 1
+        return super().randbelow(n)
+
+
+def test_a_restored_injected_source_state_draws_from_the_source_given() -> None:
+    pcc = PCC(1, Fraction(1, 4), 40, range(40), rng=SeededRandomSource(1))
+    run(pcc, skewed_stream(1, 50))
+    source = CountingSource(2)
+    restored = PCC.from_bytes(pcc.to_bytes(), range(40), rng=source)
+    run(restored, skewed_stream(2, 60))
+    assert source.calls > 0
+
+
+def _block(level: int, index: int, values: dict) -> bytes:
+    return _BLOCK_HEAD.pack(level, index) + encode_counters(values)
+
+
+def _inconsistent_states(pcc: PCC) -> dict[str, object]:
+    levels = pcc.params.levels + 1
+    beta0 = pcc.params.level_beta(0)
+    first = 4 + levels  # the first stored block's section
+    return {
+        "bad PCC state header": [
+            lambda p, b: ([p[0], p[1], 8, p[3]], b),  # an unknown flag
+            lambda p, b: (p, b[:3]),  # fewer than the 4 fixed sections
+        ],
+        "wrong number of state sections": [
+            lambda p, b: (p, b[:4]),  # the fixed sections only
+            lambda p, b: (p, b[:-1]),
+        ],
+        "bad epsilon": [lambda p, b: (p, [b"1/0", *b[1:]])],
+        "lam must be > 0": [lambda p, b: (p, [b[0], b"-1/4", *b[2:]])],
+        "a noiseless PCC has no noise key": [lambda p, b: ([p[0], p[1], p[2] | 1, p[3]], b)],
+        "noise key presence disagrees with the flags": [lambda p, b: (p, [*b[:3], b"", *b[4:]])],
+        "this state used an injected source: pass rng": [
+            lambda p, b: ([p[0], p[1], p[2] & ~2, p[3]], [*b[:3], b"", *b[4:]])
+        ],
+        "block record truncated": [lambda p, b: (p, [*b[:-1], b[-1][: _BLOCK_HEAD.size - 1]])],
+        "bad or repeated block id": [
+            lambda p, b: ([*p[:3], p[3] + 1], [*b, b[first]]),  # a block twice
+            lambda p, b: (p, [*b[:-1], _BLOCK_HEAD.pack(levels, 1) + b[-1][_BLOCK_HEAD.size :]]),
+        ],
+        "values must be > 0": [
+            lambda p, b: (
+                p,
+                [*b[:first], _block(*_BLOCK_HEAD.unpack_from(b[first]), {1: 0}), *b[first + 1 :]],
+            ),
+            lambda p, b: (
+                p,
+                [*b[:first], _block(*_BLOCK_HEAD.unpack_from(b[first]), {Dummy(0): 2}), *b[first + 1 :]],
+            ),
+        ],
+        "more than beta_i non-zeros": [
+            lambda p, b: (
+                p,
+                [
+                    *b[:first],
+                    _block(0, _BLOCK_HEAD.unpack_from(b[first])[1], {i: 1 for i in range(beta0 + 1)}),
+                    *b[first + 1 :],
+                ],
+            )
+        ],
+    }
+
+
+def test_each_inconsistent_state_is_refused_with_its_own_message() -> None:
+    """Exactly the message of the check that refuses it (anchored: a check that let the state through
+    would fail a later check, with another message)."""
+    pcc, data = _saved()
+    assert _BLOCK_HEAD.unpack_from(unpack_sections(data)[4 + pcc.params.levels + 1])[0] == 0  # first: level 0
+    for message, edits in _inconsistent_states(pcc).items():
+        for edit in edits:
+            with pytest.raises(SketchFormatError, match=f"^{re.escape(message)}$"):
+                PCC.from_bytes(reencode(data, edit), range(40))
+    with pytest.raises(SketchFormatError, match="^domain differs from the state's declared universe$"):
+        PCC.from_bytes(data, range(41))
+    other = encode_envelope(PCC_STATE_CODE + 1, [1, 2, 3, 4], b"")
+    with pytest.raises(SketchFormatError, match="^wrong sketch type: expected PCC state, got"):
+        PCC.from_bytes(other, range(40))
+
+
+def unpack_sections(data: bytes) -> list[bytes]:
+    _, payload = decode_envelope(data, PCC_STATE_CODE, 4, "PCC state")
+    return unpack_blobs(payload)

@@ -112,3 +112,36 @@ def test_batches_after_a_restore_keep_the_zero_list_the_last_decrement_made() ->
     restored.update_batch(np.array([9], dtype=np.int64))
     assert _slots(restored) == {3: 0, 6: 0, 8: 1, 9: 1}
     _check(restored, 4, [*head, 6, 7, 8, 9])
+
+
+def test_an_int_batch_after_item_by_item_updates_keeps_the_dummies() -> None:
+    """k = 4: one item by item (the dict path: three Dummy slots left), then an int batch: the dict
+    becomes the kernel's arrays with the dummies marked as dummies (Dummy(j) is not the int j)."""
+    sketch = MisraGries(4)
+    sketch.update(5)
+    sketch.update_batch(np.array([7], dtype=np.int64))
+    _check(sketch, 4, [5, 7])  # Dummy(2), Dummy(3) still at 0: not the int keys 2, 3
+    tail = [1, 2, 1, 0, 7, 8, 1, 9]
+    sketch.update_batch(np.array(tail, dtype=np.int64))
+    _check(sketch, 4, [5, 7, *tail])
+
+
+def test_zero_slots_in_decreasing_key_order_are_evicted_smallest_key_first() -> None:
+    """k = 2 item by item: 5, 3 fill the slots (in that order), 7 decrements both to 0, so the dict
+    holds the zero keys as 5, 3. A batch [9] must evict 3 (Alg. 1 evicts the smallest zero-count
+    key), whatever order the slots are stored in."""
+    sketch = MisraGries(2)
+    for x in (5, 3, 7):
+        sketch.update(x)
+    sketch.update_batch(np.array([9], dtype=np.int64))
+    assert _slots(sketch) == {5: 0, 9: 1}
+    _check(sketch, 2, [5, 3, 7, 9])
+
+
+def test_an_int_batch_after_only_str_keys_is_alg1_item_by_item() -> None:
+    """Every slot holds a str key (no dummy left): an int batch cannot use the int kernel."""
+    sketch = MisraGries(2)
+    for x in ("a", "b", "a"):
+        sketch.update(x)
+    sketch.update_batch(np.array([1, 2, 1, 3], dtype=np.int64))
+    _check(sketch, 2, ["a", "b", "a", 1, 2, 1, 3])

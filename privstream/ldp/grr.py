@@ -39,7 +39,10 @@ RATIO_DENOMINATOR_BITS = 40
 def rational_exp_lower(
     epsilon: float | int | Fraction | Decimal, denominator_bits: int = RATIO_DENOMINATOR_BITS
 ) -> Fraction:
-    """The largest ``a / 2^bits`` not exceeding ``e^epsilon`` (a guaranteed lower bound)."""
+    """A guaranteed lower bound ``a / 2^bits`` of ``e^epsilon``: the largest one, unless
+    ``e^epsilon · 2^bits`` lies less than a relative 10^-(p-5) above an integer (p = 60 + ⌊ε⌋/2 working
+    digits), where it is one unit less. ``e^epsilon`` is computed correctly rounded to p digits and
+    lowered by that relative margin, which exceeds the rounding error, before the floor."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction, Decimal)):
         raise TypeError(f"epsilon: expected a real number, got {type(epsilon).__name__}")
     if not math.isfinite(float(epsilon)) or epsilon <= 0:

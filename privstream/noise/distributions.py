@@ -63,14 +63,14 @@ def discrete_gaussian_pmf(y: int | np.ndarray, sigma2: float) -> float | np.ndar
 
 
 def discrete_gaussian_tail(m: int, sigma2: float) -> float:
-    """Pr[Y >= m], by summing the pmf."""
+    """Pr[Y >= m], by summing the pmf (at most 1: the summed tail near 1 can round above it)."""
     radius, _, tail = _gaussian_table(float(sigma2))
     idx = m + radius
     if idx <= 0:
         return 1.0
     if idx >= tail.size:
         return 0.0
-    return float(tail[idx])
+    return min(1.0, float(tail[idx]))
 
 
 def discrete_gaussian_abs_tail(m: int, sigma2: float) -> float:
