@@ -264,6 +264,18 @@ class CountingSource(SeededRandomSource):
         return super().randbelow(n)
 
 
+def test_a_source_given_to_a_keyed_or_noiseless_restore_is_not_used() -> None:
+    """A keyed state draws from its key and a noiseless one draws nothing: an rng passed along is
+    dropped (the constructor refuses a key or noiselessness together with a source)."""
+    pcc, data = _saved()
+    restored = PCC.from_bytes(data, range(40), rng=SeededRandomSource(5))
+    assert restored.to_bytes() == data
+    noiseless = PCC(1, Fraction(1, 4), 64, None, noiseless=True)
+    run(noiseless, skewed_stream(3, 150))
+    again = PCC.from_bytes(noiseless.to_bytes(), None, rng=SeededRandomSource(5))
+    assert again.to_bytes() == noiseless.to_bytes()
+
+
 def test_a_restored_injected_source_state_draws_from_the_source_given() -> None:
     pcc = PCC(1, Fraction(1, 4), 40, range(40), rng=SeededRandomSource(1))
     run(pcc, skewed_stream(1, 50))
@@ -298,6 +310,9 @@ def _inconsistent_states(pcc: PCC) -> dict[str, object]:
             lambda p, b: ([p[0], p[1], p[2] & ~2, p[3]], [*b[:3], b"", *b[4:]])
         ],
         "block record truncated": [lambda p, b: (p, [*b[:-1], b[-1][: _BLOCK_HEAD.size - 1]])],
+        "payload truncated": [lambda p, b: (p, [*b[:-1], b[-1][: _BLOCK_HEAD.size]])],  # a head, no values
+        "stored blocks must be the unexpired ones": [lambda p, b: ([*p[:3], p[3] - 1], b[:-1])],
+        "lam must be a power of 1/2": [lambda p, b: (p, [b[0], b"3/16", *b[2:]])],
         "bad or repeated block id": [
             lambda p, b: ([*p[:3], p[3] + 1], [*b, b[first]]),  # a block twice
             lambda p, b: (p, [*b[:-1], _BLOCK_HEAD.pack(levels, 1) + b[-1][_BLOCK_HEAD.size :]]),
