@@ -535,8 +535,8 @@ MODULES: tuple[Module, ...] = (
         ),
         # What is charged, which mechanism runs and with which calibration, and the noise each
         # candidate gets (pure DP top-k, Chan et al.'s baselines, the domain-wide top-k's choice of
-        # keys). Not: the exact order-statistics sampler (order_statistics.py: its law tests are the
-        # slow ones above), error bounds and applicable_mechanisms (what is stated/reported).
+        # keys). Not: the exact order-statistics sampler (its own unit, order_statistics: its law tests
+        # are the slow ones above), error bounds and applicable_mechanisms (what is stated/reported).
         functions=(
             "pure_topk_values",
             "_calibrate",

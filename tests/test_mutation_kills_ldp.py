@@ -101,6 +101,15 @@ def test_rational_exp_lower_keeps_the_largest_ratio_above_an_integer_by_more_tha
     assert rational_exp_lower(eps) == Fraction(N_E, B)
 
 
+def test_rational_exp_lower_is_one_unit_less_within_its_margin_above_an_integer() -> None:
+    """e^ε · 2^40 = N + 10^-43, a third of the margin (3·10^-43 at p = 60 digits): the documented
+    one unit less, N − 1. The margin is a relative 10^-(p−5) of the working precision p = 60 + ⌊ε⌋/2;
+    a working precision one digit larger would shrink it tenfold and return N."""
+    eps = epsilon_near(N_E, "1e-43")
+    assert exp_numerator_decimal(eps) == N_E
+    assert rational_exp_lower(eps) == Fraction(N_E - 1, B)
+
+
 def exp_numerator_decimal(epsilon: Decimal) -> int:
     """floor(e^ε · 2^40) of a Decimal ε, at 400 digits."""
     with localcontext() as ctx:
