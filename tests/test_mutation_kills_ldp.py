@@ -16,6 +16,7 @@ different mechanism than the one whose ε is reported. Here every randomiser dra
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 
@@ -327,3 +328,39 @@ def test_hg_report_width_holds_every_output_and_bottom(d: int, width: int) -> No
         report = client.encode(value)
         assert len(report.payload) == width
         assert int.from_bytes(report.payload, "big") <= d
+
+
+# ---- HgLdpParams: the parameters the HG-LDP randomisers are built from ----------------------------
+
+HG_BASE = dict(scheme="cnr", epsilon=1.0, domain_size=10, k=2)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "message"),
+    [
+        ({"epsilon": "x"}, TypeError, "epsilon: expected a real number"),
+        ({"epsilon": 0}, ValueError, "epsilon: must be > 0, got 0"),
+        ({"epsilon": 1e-13}, ValueError, "epsilon: too small (e^epsilon rounds to 1"),
+        ({"alpha": 1e-13}, ValueError, "epsilon1: too small (e^epsilon1 rounds to 1"),
+        ({"alpha": 1 - 1e-13}, ValueError, "epsilon2: too small (e^epsilon2 rounds to 1"),
+        ({"k": 1}, ValueError, "k: must be an int >= 2, got 1"),
+        ({"domain_size": 1}, ValueError, "domain_size: must be an int >= 2, got 1"),
+        ({"domain_size": 3}, ValueError, "domain_size: must be >= k + 2 = 4"),
+        ({"alpha": "x"}, TypeError, "alpha: expected a real number"),
+        ({"decay_base": "x"}, TypeError, "decay_base: expected a real number"),
+        ({"light_cells": 0}, ValueError, "light_cells: must be an int >= 1, got 0"),
+    ],
+)
+def test_hg_params_refuse_each_bad_parameter_by_name(changes: dict, error: type, message: str) -> None:
+    """Each split budget is checked under its own name: ε₁ = αε and ε₂ = (1 − α)ε must each leave a
+    ratio e^ε above 1 at 2^-40, or that branch's randomiser would not randomise."""
+    with pytest.raises(error, match=f"^{re.escape(message)}"):
+        HgLdpParams(**{**HG_BASE, **changes})  # type: ignore[arg-type]
+
+
+def test_hg_params_accept_the_bounds_and_store_exact_rationals() -> None:
+    assert HgLdpParams(**{**HG_BASE, "k": 2, "domain_size": 4}).domain_size == 4  # d = k + 2 is enough
+    assert HgLdpParams(**{**HG_BASE, "light_cells": 1}).light_cells == 1  # CNR needs one light cell
+    p = HgLdpParams(**{**HG_BASE, "alpha": 0.25, "decay_base": 1.5})
+    assert (p.alpha, p.decay_base) == (Fraction(1, 4), Fraction(3, 2))
+    assert type(p.alpha) is Fraction and type(p.decay_base) is Fraction
