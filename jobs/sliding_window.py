@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MECHANISM = "dpsw-sketch"
+CHECKPOINT_PREFIX = "privstream-window-ckpt-"  #: temporary checkpoint directories' name
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
     if config.hooks.expose_states_topic:
         specs.append(TopicSpec(config.hooks.expose_states_topic))
     create_topics(config.bootstrap, specs)
-    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="privstream-window-ckpt-")
+    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX)
     charge = charge_ledger(config)
     return replace(config, settings=replace(config.settings, charge=charge), checkpoint_dir=checkpoint_dir)
 
@@ -187,7 +188,7 @@ def _outputs(releases: Any, config: SlidingWindowConfig) -> list[tuple[Any, str,
 def environment(config: SlidingWindowConfig) -> Any:
     from privstream.jobs.pipeline import job_environment
 
-    return job_environment(config, "privstream-window-ckpt-")
+    return job_environment(config, CHECKPOINT_PREFIX)
 
 
 def start(config: SlidingWindowConfig) -> tuple[Any, SlidingWindowConfig]:

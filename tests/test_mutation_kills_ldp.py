@@ -50,8 +50,9 @@ class Scripted:
         raise AssertionError("the randomisers draw with randbelow only")
 
 
-def exp_numerator(epsilon: Fraction | int | float) -> int:
-    """floor(e^ε · 2^40), from a 400-digit Decimal e^ε (independent of rational_exp_lower)."""
+def exp_numerator(epsilon: Fraction | int | float | Decimal) -> int:
+    """floor(e^ε · 2^40), from a 400-digit Decimal e^ε (independent of rational_exp_lower); a
+    Decimal ε is read exactly (Fraction(Decimal) is exact)."""
     with localcontext() as ctx:
         ctx.prec = 400
         eps = Decimal(Fraction(epsilon).numerator) / Decimal(Fraction(epsilon).denominator)
@@ -89,7 +90,7 @@ def test_rational_exp_lower_stays_below_e_to_the_epsilon_just_under_a_representa
     largest ratio below e^ε. Kills an added margin and one below the working precision (whose
     subtraction rounds back to N/2^40): both return N/2^40 > e^ε, a privacy loss."""
     eps = epsilon_near(N_E, "-1e-50")
-    assert exp_numerator_decimal(eps) == N_E - 1  # the independent 400-digit floor
+    assert exp_numerator(eps) == N_E - 1  # the independent 400-digit floor
     assert rational_exp_lower(eps) == Fraction(N_E - 1, B)
 
 
@@ -98,7 +99,7 @@ def test_rational_exp_lower_keeps_the_largest_ratio_above_an_integer_by_more_tha
     N ≈ 3·10^12, i.e. 3·10^-43): the largest ratio N/2^40 is returned. A margin ten times larger
     (3·10^-42) would give N − 1: still private, but not the ratio the docstring promises."""
     eps = epsilon_near(N_E, "1e-42")
-    assert exp_numerator_decimal(eps) == N_E
+    assert exp_numerator(eps) == N_E
     assert rational_exp_lower(eps) == Fraction(N_E, B)
 
 
@@ -107,15 +108,8 @@ def test_rational_exp_lower_is_one_unit_less_within_its_margin_above_an_integer(
     one unit less, N − 1. The margin is a relative 10^-(p−5) of the working precision p = 60 + ⌊ε⌋/2;
     a working precision one digit larger would shrink it tenfold and return N."""
     eps = epsilon_near(N_E, "1e-43")
-    assert exp_numerator_decimal(eps) == N_E
+    assert exp_numerator(eps) == N_E
     assert rational_exp_lower(eps) == Fraction(N_E - 1, B)
-
-
-def exp_numerator_decimal(epsilon: Decimal) -> int:
-    """floor(e^ε · 2^40) of a Decimal ε, at 400 digits."""
-    with localcontext() as ctx:
-        ctx.prec = 400
-        return int((epsilon.exp() * B).to_integral_value(rounding=ROUND_FLOOR))
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), 701])
