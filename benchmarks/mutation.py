@@ -210,8 +210,8 @@ MODULES: tuple[Module, ...] = (
         optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_pcc.py"),
         # The noise path: the per-block PMG release, its keyed source and what is summed into the
         # estimates, and from_bytes (a restored PCC must draw from the same keyed source). Not:
-        # to_bytes, memory/reporting accessors. Not yet: blocks.py (the per-level ε_i, β_i and block
-        # boundaries; a first run left 54 of its 246 mutants open: issue 23's note).
+        # to_bytes, memory/reporting accessors. blocks.py (the per-level ε_i, β_i and the block
+        # boundaries) is its own unit, blocks.
         functions=(
             "pmg_release",
             "PCC.__init__",
@@ -445,10 +445,11 @@ MODULES: tuple[Module, ...] = (
         numba=True,
         optional_tests=("tests/test_mutation_kills_sketches.py",),
         # Alg. 1 (its kernel and the dict path, its initial state Dummy(0..k-1) at 0 and the order in
-        # which zero-count slots are evicted), the decrement count and the fixed-order merge: what
-        # the sensitivity (Lemma 2, Cor. 7.2) rests on. Not: serialisation, PAMG (Alg. 4,
-        # its own tests), the hash table's probing (a wrong probe loses keys: caught as a wrong
-        # sketch by the same Alg. 1 reference tests, but left out to keep the run short).
+        # which zero-count slots are evicted), the slots PMG reads (all k, in the universe's order),
+        # the decrement count and the fixed-order merge: what the sensitivity (Lemma 2, Cor. 7.2)
+        # rests on. Not: serialisation, PAMG (Alg. 4: the reduction unit), the hash table's probing
+        # (a wrong probe loses keys: caught as a wrong sketch by the same Alg. 1 reference tests, but
+        # left out to keep the run short).
         functions=(
             "alg1_run",
             "Alg1Arrays.run",
@@ -463,6 +464,10 @@ MODULES: tuple[Module, ...] = (
             "Alg1Arrays.__init__",
             "Alg1Arrays.fresh",
             "_sorted_zero_slots",
+            "MisraGries.slots",
+            "Alg1Arrays.real",
+            "Alg1Arrays.dummies",
+            "_sorted_by_key",
             "StandardMisraGries.update",
             "kth_largest",
             "mg_merge",
@@ -477,6 +482,7 @@ MODULES: tuple[Module, ...] = (
             "privstream/window/checkpoints.py",
             "privstream/window/pcms.py",
             "privstream/window/kernels.py",
+            "privstream/window/state.py",
         ),
         ("tests/test_window_core.py", "tests/test_window_state.py"),
         numba=True,
@@ -484,7 +490,8 @@ MODULES: tuple[Module, ...] = (
         # What the window guarantee (DPSW Thm 4.3: ρ-zCDP per window) rests on: the per-substream
         # budgets and checkpoints, the noise each PCMS table gets and from which keyed source, and
         # which substream and table cells an event updates, the parameters dpsw_params derives and
-        # the restore of the noise key (from_bytes). Not: the query plan and estimates
+        # the restore of the noise key (from_bytes; state.py's decode_state and the reachability
+        # check of a restored checkpoint). Not: the query plan and estimates
         # (post-processing of the noisy tables), heavy-hitter selection, to_bytes, accessors.
         functions=(
             "DPSWSketch.__init__",
@@ -501,6 +508,9 @@ MODULES: tuple[Module, ...] = (
             "DPSWSketch.update_batch",
             "DPSWSketch.from_bytes",
             "DPSWSketch._restore",
+            "decode_state",
+            "_require_reachable",
+            "_fraction",
             "dpsw_params",
             "DPSWParams.budgets",
             "DPSWParams.substream_rho",
@@ -576,6 +586,94 @@ MODULES: tuple[Module, ...] = (
             "release_partitions",
             "_sum_items",
             "release_disjoint",
+        ),
+    ),
+    Module(
+        "blocks",
+        ("privstream/continual/blocks.py",),
+        ("tests/test_continual_blocks.py", "tests/test_continual_pcc.py"),
+        optional_tests=("tests/test_mutation_kills_blocks.py",),
+        # 90-108 s under mutmut's coverage tracing (over the per-test limit); the kill tests check
+        # completion and expiry against the block definitions at the exact boundaries instead.
+        deselect=(
+            "tests/test_continual_blocks.py::test_completion_and_expiry_match_the_definitions[0.1-333]",
+        ),
+        # PCC's dyadic block structure (Chan et al. §4): the per-level ε_i, λ_i, β_i and noise scale,
+        # the block boundaries, which blocks complete and expire, and the window cover that the
+        # estimates sum. Every function of the file.
+    ),
+    Module(
+        "reduction",
+        (
+            "privstream/sketches/sensitivity_reduction.py",
+            "privstream/sketches/pamg.py",
+            "privstream/sketches/kernels.py",
+        ),
+        ("tests/test_sketch_sensitivity_reduction.py", "tests/test_sketch_pamg.py"),
+        numba=True,
+        optional_tests=("tests/test_mutation_kills_reduction.py",),
+        # Alg. 3 (sensitivity reduction: what is kept and its exact value, Lemmas 6.1/6.2, and the
+        # §7 sum of partitions) and Alg. 4 (PAMG: the per-user decrement, Lemma 8.9, its compiled
+        # batch and the checks that a user gives at most m distinct items). Not: to_bytes and the
+        # stated bounds (l1_sensitivity, error_bound are constants/records read by the release).
+        functions=(
+            "ReducedSketch.denominator",
+            "ReducedSketch.estimate",
+            "ReducedSketch.values",
+            "ReducedSketch.from_bytes",
+            "_sorted",
+            "reduce_sensitivity",
+            "sum_reduced",
+            "check_user_items",
+            "PrivacyAwareMisraGries.__init__",
+            "PrivacyAwareMisraGries.update",
+            "PrivacyAwareMisraGries._add_user",
+            "PrivacyAwareMisraGries.update_batch",
+            "PrivacyAwareMisraGries.update_batch_flat",
+            "PrivacyAwareMisraGries._check_mergeable",
+            "PrivacyAwareMisraGries.merge",
+            "PrivacyAwareMisraGries.merge_accumulator",
+            "PrivacyAwareMisraGries._restore_extra",
+            "_check_distinct_rows",
+            "pamg_run",
+            "pamg_update",
+        ),
+    ),
+    Module(
+        "failclosed",
+        ("operators/shard_logic.py", "operators/release_logic.py", "operators/window_logic.py"),
+        (
+            "tests/test_flink_operator_logic.py",
+            "tests/test_release_logic.py",
+            "tests/test_window_job_logic.py",
+            "tests/test_several_bad_messages.py",
+            "tests/test_shard_flush.py",
+        ),
+        optional_tests=("tests/test_mutation_kills_failclosed.py",),
+        # The jobs' fail-closed chain: a shard that sees a misrouted or refused message refuses
+        # every later epoch (ShardSketcher, WindowShardLogic), the merge carries the first refusal
+        # to every epoch it completes and completes epochs in a fixed order from data-independent
+        # progress (EpochMerger), and the releaser publishes nothing for a refused epoch and charges
+        # before it draws noise (EpochReleaser.decide). Also what a shard counts into which epoch
+        # and what survives a flush. Not: encoding, logging, the keyed-noise contexts (keys unit).
+        functions=(
+            "ShardSketcher._open_sketch",
+            "ShardSketcher.flush",
+            "ShardSketcher._take",
+            "ShardSketcher.add",
+            "ShardSketcher.refusal",
+            "ShardSketcher.finish",
+            "ShardSketcher._close_through",
+            "EpochMerger.__init__",
+            "EpochMerger.add",
+            "EpochMerger._complete",
+            "EpochReleaser.decide",
+            "WindowShardLogic.__init__",
+            "WindowShardLogic._check_restored",
+            "WindowShardLogic.process",
+            "WindowShardLogic.punctuate",
+            "WindowShardLogic.add_events",
+            "WindowShardLogic.add",
         ),
     ),
     Module(

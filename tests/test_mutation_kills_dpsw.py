@@ -12,6 +12,7 @@ from a seeded source, and the clock of the timing statistic is a fake.
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 from privstream.noise import SeededRandomSource
 from privstream.privacy import Change, Scope, Unit
+from privstream.sketches import SketchFormatError
 from privstream.sketches.hashing import MAX_WIDTH
 from privstream.window import (
     PCMS,
@@ -515,3 +517,282 @@ def test_from_bytes_passes_the_domain_and_the_injected_sampler_on() -> None:
     before = len(calls)
     restored.update_batch(["a", "a", "b", "c"])
     assert len(calls) > before  # the new substream's tables drew from the sampler given
+
+
+# ---- decode_state: exactly the states encode_state writes, every field restored -------------------
+# A corrupt or forged checkpoint must be refused, never resumed (a resumed state with another noise
+# key, version or substream layout would draw or reuse noise the guarantee does not cover); each
+# refusal is checked by its whole message (the reason a user reads).
+
+STATE_KEY = bytes(range(32))
+
+
+def _state_parts(data: bytes) -> tuple[list[int], list[bytes]]:
+    from privstream.continual.pcc import unpack_blobs
+    from privstream.sketches.binary_format import decode_envelope
+    from privstream.window.state import DPSW_STATE_CODE
+
+    head, payload = decode_envelope(data, DPSW_STATE_CODE, 11, "DPSW state")
+    return list(head), unpack_blobs(payload)
+
+
+def _sealed(head: list[int], blobs: list[bytes]) -> bytes:
+    from privstream.continual.pcc import pack_blobs
+    from privstream.sketches.binary_format import encode_envelope
+    from privstream.window.state import DPSW_STATE_CODE
+
+    return encode_envelope(DPSW_STATE_CODE, head, pack_blobs(blobs))
+
+
+def _refusal(data: bytes) -> str:
+    with pytest.raises(SketchFormatError) as info:
+        DPSWSketch.from_bytes(data)
+    return str(info.value)
+
+
+def _keyed(windowing: Windowing = Windowing.COUNT, items: int = 25, **budget: object) -> DPSWSketch:
+    """A keyed sketch (hash seed 3); count windows: ``items`` items; event time: clock 124 in the
+    third substream (two complete, one incomplete)."""
+    budget = budget or {"epsilon": 1.0, "delta": 1e-6}
+    extra = {"origin": 100} if windowing is Windowing.EVENT_TIME else {}
+    p = dpsw_params(
+        window=40,
+        substream=10,
+        alpha=0.5,
+        depth=2,
+        width=8,
+        seed=3,
+        windowing=windowing,
+        **budget,
+        **extra,  # type: ignore[arg-type]
+    )
+    sketch = DPSWSketch(p, noise_key=STATE_KEY)
+    if windowing is Windowing.EVENT_TIME:
+        sketch.update_batch([1, 2], [100, 105])
+        sketch.advance_to(110)
+        sketch.update_batch([3, 4], [111, 124])
+        sketch.advance_to(124)
+    elif items:
+        sketch.update_batch([i % 5 for i in range(items)])
+    return sketch
+
+
+def _same_state(restored: DPSWSketch, sketch: DPSWSketch) -> None:
+    assert restored.params == sketch.params
+    assert (restored.params.epsilon, restored.params.delta) == (sketch.params.epsilon, sketch.params.delta)
+    assert restored.params.seed == sketch.params.seed == 3
+    assert restored.noise_key == STATE_KEY and not restored.injected_noise
+    assert restored.noise_version == sketch.noise_version
+    assert (restored.clock, restored.items, restored.insertions) == (
+        sketch.clock,
+        sketch.items,
+        sketch.insertions,
+    )
+    assert restored.live_substreams == sketch.live_substreams
+    for a, b in zip(restored.substreams(), sketch.substreams(), strict=True):
+        assert (a.index, a.complete) == (b.index, b.complete)
+        assert np.array_equal(a.tables, b.tables) and a.tables.dtype == np.int64
+    assert restored.guarantee() == sketch.guarantee()
+    assert restored.to_bytes() == sketch.to_bytes()
+
+
+@pytest.mark.parametrize("windowing", list(Windowing))
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0, "delta": 1e-6}, {"rho": Fraction(1, 7)}])
+def test_a_restored_state_has_every_field_of_the_saved_one(windowing: Windowing, budget: dict) -> None:
+    """Parameters (the hash seed; ε and δ exactly, or none when ρ was given), the noise key and its
+    version, the clock, the counters and every substream's tables: a restored sketch continues the
+    same run."""
+    sketch = _keyed(windowing, **budget)
+    _same_state(DPSWSketch.from_bytes(sketch.to_bytes()), sketch)
+
+
+@pytest.mark.parametrize("items", [0, 1, 9, 10, 11, 29, 30, 65])
+def test_every_count_state_round_trips_at_substream_edges(items: int) -> None:
+    """Count windows of W = 10 at the clock's edges: nothing yet (clock = origin − 1), the first
+    item (clock = origin: started), one item before a substream ends (still incomplete), at its end
+    (complete) and one after it; each is a reachable state and must restore."""
+    sketch = _keyed(items=items)
+    _same_state(DPSWSketch.from_bytes(sketch.to_bytes()), sketch)
+
+
+def test_the_stored_noise_version_is_the_restored_one() -> None:
+    """A state records the version of the keyed noise it drew (re-keying regenerates that version):
+    the restored sketch carries the stored text, whatever this code's current version is."""
+    head, blobs = _state_parts(_keyed().to_bytes())
+    blobs[8] = b"v7"
+    assert DPSWSketch.from_bytes(_sealed(head, blobs)).noise_version == "v7"
+    for bad in (b"", b"v", b"x3", b"v1234567", b"v1\n", b"V3"):
+        blobs[8] = bad
+        assert _refusal(_sealed(head, blobs)) == "DPSW state: bad noise version"
+
+
+def test_a_state_of_another_type_layout_windowing_or_flags_is_refused() -> None:
+    from privstream.sketches import MisraGries
+
+    assert _refusal(MisraGries(3).to_bytes()).startswith("wrong sketch type: expected DPSW state, got ")
+    head, blobs = _state_parts(_keyed().to_bytes())
+    layout_1 = [1, *head[1:]]
+    assert _refusal(_sealed(layout_1, blobs)) == (
+        "unsupported DPSW state layout 1 (this code reads 2; a layout-1 state, written before the noise "
+        "version was stored, cannot be resumed: start afresh)"
+    )
+    for changed in ([*head[:1], len(Windowing), *head[2:]], [*head[:10], 3], [*head[:10], 4]):
+        assert _refusal(_sealed(changed, blobs)) == "bad DPSW state header"
+    assert _refusal(_sealed([*head[:10], 0], blobs)) == "DPSW state: noise key presence disagrees with flags"
+
+
+def test_the_blobs_must_be_exactly_the_header_ones_and_one_per_live_substream() -> None:
+    head, blobs = _state_parts(_keyed().to_bytes())
+    for changed in (blobs[:-1], [*blobs, blobs[-1]]):
+        assert _refusal(_sealed(head, changed)) == "DPSW state: wrong number of blobs"
+    for at, blob in (
+        (0, blobs[0] + b"\0" * 8),
+        (0, blobs[0][:-8]),
+        (1, blobs[1][:-8]),
+        (1, blobs[1] + b"\0" * 8),
+    ):
+        changed = list(blobs)
+        changed[at] = blob
+        assert _refusal(_sealed(head, changed)) == "DPSW state: bad header blobs"
+
+
+@pytest.mark.parametrize(
+    ("at", "name"), [(2, "rho"), (3, "budget_ratio"), (4, "zeta"), (5, "epsilon"), (6, "delta")]
+)
+def test_an_unreadable_fraction_is_refused_naming_it(at: int, name: str) -> None:
+    head, blobs = _state_parts(_keyed().to_bytes())
+    # ρ, q and ζ are read inside dpsw_params' check, which names the parameters as a group
+    prefix = "bad DPSW parameters: " if name in ("rho", "budget_ratio", "zeta") else ""
+    for bad in (b"one", b"1/0", b"\xff"):
+        blobs[at] = bad
+        assert _refusal(_sealed(head, blobs)) == f"{prefix}bad {name} in DPSW state"
+
+
+def test_only_epsilon_and_delta_may_be_absent() -> None:
+    """ε and δ are stored empty when the budget was given as ρ; ρ, q and ζ never are."""
+    head, blobs = _state_parts(_keyed().to_bytes())
+    for at in (5, 6):
+        changed = list(blobs)
+        changed[at] = b""
+        restored = DPSWSketch.from_bytes(_sealed(head, changed))
+        assert (restored.params.epsilon is None) == (at == 5) and (restored.params.delta is None) == (at == 6)
+    for at, name in ((2, "rho"), (3, "budget_ratio"), (4, "zeta")):
+        changed = list(blobs)
+        changed[at] = b""
+        assert _refusal(_sealed(head, changed)) == f"bad DPSW parameters: bad {name} in DPSW state"
+
+
+def _substream_blob(index: int, complete: int, tables: np.ndarray) -> bytes:
+    from privstream.window.state import _SUB
+
+    return _SUB.pack(index, complete) + tables.astype("<i8").tobytes()
+
+
+def test_every_substream_header_and_size_is_checked() -> None:
+    """Substream blobs: index in 0..next−1, completeness 0 or 1, and exactly K·a·b int64s with
+    K = |I| for a complete substream and 2|I| − 1 for one under construction."""
+    from privstream.window.state import _SUB
+
+    sketch = _keyed()
+    head, blobs = _state_parts(sketch.to_bytes())
+    n, a, b = len(sketch.params.checkpoints), 2, 8
+    first = 9  # the first substream blob
+    complete = np.zeros((n, a, b), dtype=np.int64)
+    cases = {
+        "DPSW state: bad substream header": [
+            _substream_blob(0, 2, complete),
+            _substream_blob(-1, 1, complete),
+            _substream_blob(head[9], 1, complete),  # index = next_index
+        ],
+        "DPSW state: substream size mismatch": [
+            _substream_blob(0, 1, np.zeros((2 * n - 1, a, b), dtype=np.int64)),  # complete with K = 2n−1
+            _substream_blob(0, 0, complete),  # incomplete with K = n
+            _substream_blob(0, 1, complete)[:-8],
+            _SUB.pack(0, 1),  # a header and no tables
+        ],
+        "DPSW state: truncated substream": [b"\0" * (_SUB.size - 1)],
+    }
+    for reason, replacements in cases.items():
+        for blob in replacements:
+            changed = list(blobs)
+            changed[first] = blob
+            assert _refusal(_sealed(head, changed)) == reason
+
+
+def _with_head(data: bytes, **values: int) -> bytes:
+    from privstream.window.state import _HEAD
+
+    head, blobs = _state_parts(data)
+    origin, clock, items, insertions = _HEAD.unpack(blobs[0])
+    fields = {"origin": origin, "clock": clock, "items": items, "insertions": insertions, **values}
+    blobs[0] = _HEAD.pack(fields["origin"], fields["clock"], fields["items"], fields["insertions"])
+    return _sealed(head, blobs)
+
+
+def test_the_clock_lies_between_just_before_the_origin_and_2_to_the_62() -> None:
+    fresh = DPSWSketch(_keyed(Windowing.EVENT_TIME).params, noise_key=STATE_KEY)
+    data = fresh.to_bytes()
+    assert DPSWSketch.from_bytes(data).clock == 99  # origin − 1: nothing yet
+    for clock in (98, 2**62):
+        assert _refusal(_with_head(data, clock=clock)) == "DPSW state: clock before the origin"
+
+
+def _without_substreams(data: bytes, drop: slice) -> tuple[list[int], list[bytes]]:
+    """``data``'s parts with the substream blobs ``drop`` removed (the count in the header too)."""
+    head, blobs = _state_parts(data)
+    subs = blobs[9:]
+    del subs[drop]
+    head[8] = len(subs)
+    return head, blobs[:9] + subs
+
+
+def test_the_next_substream_is_the_clocks_in_count_windows_and_at_most_one_beyond_in_event_time() -> None:
+    """Count windows: the live substreams end at the clock's; event time: at the clock's or the one
+    after it (an event within the horizon), never before the clock's."""
+    count = _keyed()  # 25 items at positions 1..25: clock 25, substream 2 live and incomplete
+    head, blobs = _state_parts(count.to_bytes())
+    assert head[9] == 3
+    head[9] = 4
+    assert _refusal(_sealed(head, blobs)) == "DPSW state: next substream 4 unreachable at clock 25"
+    event = _keyed(Windowing.EVENT_TIME)  # clock 124 (substream 2), live 0..2
+    assert event.live_substreams == [0, 1, 2]
+    head, blobs = _without_substreams(event.to_bytes(), slice(-1, None))  # the clock's substream dropped
+    head[9] = 2
+    assert _refusal(_sealed(head, blobs)) == "DPSW state: next substream 2 unreachable at clock 124"
+    event.update(9, 131)  # substream 3 opened ahead of the clock: reachable
+    data = event.to_bytes()
+    assert DPSWSketch.from_bytes(data).live_substreams == event.live_substreams == [0, 1, 2, 3]
+    head, blobs = _state_parts(data)
+    head[9] = 5
+    assert _refusal(_sealed(head, blobs)) == "DPSW state: next substream 5 unreachable at clock 124"
+
+
+def test_the_live_substreams_are_exactly_the_windows_and_complete_iff_ended() -> None:
+    count = _keyed(items=65)  # clock 65: window 26..65, substreams 2..6 live
+    assert count.live_substreams == [2, 3, 4, 5, 6]
+    head, blobs = _without_substreams(count.to_bytes(), slice(0, 1))
+    assert _refusal(_sealed(head, blobs)) == (
+        "DPSW state: live substreams [3, 4, 5]... are not those of clock 65 (2..6)"
+    )
+    head, blobs = _state_parts(count.to_bytes())
+    index, complete = struct.unpack_from("<qB", blobs[-1])
+    assert (index, complete) == (6, 0)
+    n = len(count.params.checkpoints)
+    blobs[-1] = _substream_blob(6, 1, np.zeros((n, 2, 8), dtype=np.int64))
+    assert _refusal(_sealed(head, blobs)) == "DPSW state: a substream's completeness disagrees with the clock"
+
+
+def test_the_item_and_insertion_counters_must_agree() -> None:
+    """Count windows: items = clock − origin + 1; always items <= insertions <= (2|I| − 1)·items."""
+    sketch = _keyed()
+    data = sketch.to_bytes()
+    n = len(sketch.params.checkpoints)
+    for bad in ({"items": sketch.items - 1}, {"items": sketch.items + 1}):
+        assert _refusal(_with_head(data, **bad)) == "DPSW state: bad counters"
+    event = _keyed(Windowing.EVENT_TIME)
+    data = event.to_bytes()
+    top = (2 * n - 1) * event.items
+    assert DPSWSketch.from_bytes(_with_head(data, insertions=top)).insertions == top
+    assert DPSWSketch.from_bytes(_with_head(data, insertions=event.items)).insertions == event.items
+    for bad in ({"insertions": top + 1}, {"insertions": event.items - 1}, {"items": -1, "insertions": 0}):
+        assert _refusal(_with_head(data, **bad)) == "DPSW state: bad counters"

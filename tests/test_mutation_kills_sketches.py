@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from privstream.sketches import MisraGries
+from privstream.sketches.order import Dummy
 from tests.test_sketch_reference import alg1_reference
 
 
@@ -145,3 +146,62 @@ def test_an_int_batch_after_only_str_keys_is_alg1_item_by_item() -> None:
         sketch.update(x)
     sketch.update_batch(np.array([1, 2, 1, 3], dtype=np.int64))
     _check(sketch, 2, ["a", "b", "a", 1, 2, 1, 3])
+
+
+def _universe_order(slots: dict) -> list:
+    """The slots as PMG (Alg. 2) reads them, written out from privstream's universe order (ints
+    numerically < strs by code point < Dummy(0) < Dummy(1) < ...): independent of the sketch."""
+    ints = sorted((x, c) for x, c in slots.items() if type(x) is int)
+    strs = sorted((x, c) for x, c in slots.items() if type(x) is str)
+    dummies = sorted(((x, c) for x, c in slots.items() if type(x) is Dummy), key=lambda p: p[0].index)
+    return ints + strs + dummies
+
+
+@pytest.mark.parametrize("path", ["arrays", "dict"])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_slots_are_every_slot_in_the_universe_order(path: str, seed: int) -> None:
+    """``slots()`` lists all k slots — zero counts and the dummies left included — in the universe's
+    total order, from the kernel's arrays (whose slot order is arbitrary: keys arrive unsorted) and
+    from the dict path: exactly the reference's slots in the order written out above. PMG noises
+    the slots in this order, so a slot lost, a dummy shown as the int of its index, or an order
+    that depends on arrival would change the release."""
+    rng = np.random.default_rng(seed)
+    k = 7
+    stream = [int(x) for x in rng.permutation(40)[:5]] + [int(x) for x in rng.integers(-20, 60, 60)]
+    for cut in (3, 5, len(stream)):  # dummies left (3, 5 distinct keys seen) and a full sketch
+        sketch = MisraGries(k)
+        if path == "arrays":
+            sketch.update_batch(np.array(stream[:cut], dtype=np.int64))
+        else:
+            for x in stream[:cut]:
+                sketch.update(x)
+        reference, _ = alg1_reference(k, stream[:cut])
+        slots = sketch.slots()
+        assert len(slots) == k
+        assert slots == _universe_order(reference)
+        assert [type(x) for x, _ in slots] == [type(x) for x, _ in _universe_order(reference)]
+
+
+def test_slots_of_a_batch_in_decreasing_key_order_are_sorted() -> None:
+    """Keys stored in decreasing order (slot order = arrival order 9, 5, 2) and dummies 3..5 left:
+    the arrays' real and dummy parts are each sorted before they are listed."""
+    sketch = MisraGries(6)
+    sketch.update_batch(np.array([9, 5, 2, 5], dtype=np.int64))
+    assert sketch.slots() == [(2, 1), (5, 2), (9, 1), (Dummy(3), 0), (Dummy(4), 0), (Dummy(5), 0)]
+
+
+def test_slots_with_str_keys_put_ints_before_strs_before_dummies() -> None:
+    sketch = MisraGries(5)
+    for x in ("b", 7, "a", -3):
+        sketch.update(x)
+    assert sketch.slots() == [(-3, 1), (7, 1), ("a", 1), ("b", 1), (Dummy(4), 0)]
+
+
+def test_slots_refuse_a_merged_sketch() -> None:
+    """A merged sketch has no Alg. 1 slots (Lemma 2 does not hold for it): PMG must not read them."""
+    a, b = MisraGries(3), MisraGries(3)
+    a.update_batch(np.array([1, 2], dtype=np.int64))
+    b.update_batch(np.array([2, 3], dtype=np.int64))
+    a.merge(b)
+    with pytest.raises(ValueError, match="slots\\(\\) needs an Alg. 1 sketch built sequentially"):
+        a.slots()
