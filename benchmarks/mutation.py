@@ -108,9 +108,9 @@ class Module:
 
 
 # Pure formatting/rendering code is left out: release_types.py (ErrorBound/Release records and their
-# text), registry.py (PrivacyMap / theorem strings; under active rework), eval/ and the CLI. The
-# heavy-guardian server/state (aggregation, not randomisation) and the bloom/PDCH variants are not
-# in the brief's list.
+# text), registry.py's theorem strings and statements (its privacy maps and refusals are the
+# registry unit), eval/ and the CLI. The heavy-guardian server/state (aggregation, not
+# randomisation) and the bloom/PDCH variants are not in the brief's list.
 MODULES: tuple[Module, ...] = (
     Module(
         "routing",
@@ -233,11 +233,13 @@ MODULES: tuple[Module, ...] = (
             "privstream/ldp/olh.py",
             "privstream/ldp/hadamard.py",
             "privstream/ldp/hg_params.py",
+            "privstream/ldp/int_domain.py",
         ),
         ("tests/test_ldp_grr.py", "tests/test_ldp_hg_randomisers.py", "tests/test_ldp_oracles.py"),
         optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_ldp.py"),
-        # The client-side randomisers (what leaves the user) and the HG-LDP parameters they are built
-        # from (the ε₁/ε₂ split, each branch's exact p and q). Not: the aggregators and estimators
+        # The client-side randomisers (what leaves the user), the HG-LDP parameters they are built
+        # from (the ε₁/ε₂ split, each branch's exact p and q) and OLH's and HR's shared base (the
+        # private-value check, the inner exact GRR: its size, ratio and random source). Not: the aggregators and estimators
         # (server-side post-processing of the reports: eq2_*, grr_shrunk and m3, which debias), the
         # variance formulas, and what is stated (effective_epsilon, public).
         functions=(
@@ -285,6 +287,9 @@ MODULES: tuple[Module, ...] = (
             "HadamardResponse.__init__",
             "HadamardResponse.randomise",
             "HadamardResponse.encode",
+            "check_value",
+            "IntDomainOracle.__init__",
+            "IntDomainOracle.ratio",
         ),
     ),
     Module(
@@ -421,18 +426,34 @@ MODULES: tuple[Module, ...] = (
     ),
     Module(
         "keys",
-        ("operators/release_logic.py", "operators/window_logic.py", "operators/ldp_logic.py"),
+        (
+            "operators/release_logic.py",
+            "operators/window_logic.py",
+            "operators/ldp_logic.py",
+            "operators/continual_logic.py",
+        ),
         (
             "tests/test_keyed_noise_independence.py",
             "tests/test_release_logic.py",
             "tests/test_window_job_logic.py",
+            "tests/test_continual_logic.py",
         ),
-        optional_tests=("tests/test_ldp_job_logic.py", "tests/test_several_bad_messages.py"),
-        # The keyed-noise contexts of the jobs' operators: what a release's, a DPSW shard's and an
-        # LDP report's noise is keyed by (distinct inputs must draw independent noise, an identical
-        # replay the same). Not: the rest of the job logic (routing has its own unit; releases,
-        # sketches and windows are the core units).
-        functions=("EpochReleaser._rng", "WindowSettings.shard_noise_key", "LdpServerLogic._process"),
+        optional_tests=(
+            "tests/test_ldp_job_logic.py",
+            "tests/test_several_bad_messages.py",
+            "tests/test_mutation_kills_keys.py",
+        ),
+        # The keyed-noise contexts of the jobs' operators: what a release's, a DPSW shard's, a
+        # continual-monitor node's PCC and an LDP report's noise is keyed by (distinct inputs must
+        # draw independent noise, an identical replay the same). Not: the rest of the job logic
+        # (routing, epochs and the fail-closed chain have their own units; releases, sketches and
+        # windows are the core units).
+        functions=(
+            "EpochReleaser._rng",
+            "WindowSettings.shard_noise_key",
+            "LdpServerLogic._process",
+            "ContinualSettings.noise_key",
+        ),
     ),
     Module(
         "sketches",
@@ -674,6 +695,77 @@ MODULES: tuple[Module, ...] = (
             "WindowShardLogic.punctuate",
             "WindowShardLogic.add_events",
             "WindowShardLogic.add",
+        ),
+    ),
+    Module(
+        "registry",
+        ("privstream/mechanisms/registry.py",),
+        ("tests/test_mechanisms_registry.py", "tests/test_mechanisms_release.py"),
+        optional_tests=("tests/test_mutation_kills_registry.py",),
+        # What every mechanism's release is charged and states, and when it is refused: the privacy
+        # map (PrivacyMap: δ = 0 charged for a pure mechanism; group privacy, Lebeda–Tětek Lemma 8.1,
+        # for d_in > 1 and the check that it covers the budget), the per-step calibration for a
+        # group of g events (one_step_budget, Lemma 8.1 inverted) and the refusals (Mechanism.refusal:
+        # ε > 0, δ > 0 for (ε, δ) mechanisms, a declared domain, the sketch structure the theorem
+        # needs). Not: the theorem and statement text, auto_key (the choice among mechanisms that
+        # are all allowed: utility, not privacy), the registry's bookkeeping.
+        functions=(
+            "PrivacyMap.__call__",
+            "PrivacyMap.covers",
+            "PrivacyMap.charged",
+            "one_step_budget",
+            "counters_of",
+            "Mechanism.needs_delta",
+            "Mechanism.refusal",
+        ),
+    ),
+    Module(
+        "epochs",
+        ("operators/epochs.py",),
+        (
+            "tests/test_flink_operator_logic.py",
+            "tests/test_several_bad_messages.py",
+            "tests/test_mutation_kills_failclosed.py",
+            "tests/test_ledger_partition.py",
+        ),
+        optional_tests=("tests/test_mutation_kills_epochs.py",),
+        # Which epoch each event of a shard counts into and when epochs close: count epochs cut on
+        # public positions, time epochs on event time with the public lateness and the shard's
+        # punctuation clock (a data-dependent cut would break the epochs' disjointness, the
+        # parallel composition the job's ledger relies on). Not: the stated relation and its text.
+        functions=(
+            "ShardProgress.close_through",
+            "ShardProgress.from_bytes",
+            "ShardProgress.punctuate",
+            "CountEpochs.__init__",
+            "CountEpochs.shard_events_bound",
+            "CountEpochs.split",
+            "CountEpochs.closable_through",
+            "CountEpochs.final_through",
+            "TimeEpochs.__init__",
+            "TimeEpochs._times",
+            "TimeEpochs.split",
+            "TimeEpochs.closable_through",
+            "TimeEpochs.final_through",
+        ),
+    ),
+    Module(
+        "spend",
+        ("operators/release_logic.py", "connectors/ledger_topic.py"),
+        ("tests/test_release_logic.py", "tests/test_ledger_partition.py"),
+        optional_tests=("tests/test_mutation_kills_spend.py",),
+        # How a job's ledger is set up and resumed, outside the ledger itself: the composition a job
+        # charges under (new_ledger: parallel over its public epoch boundaries for event-level
+        # jobs, sequential for user-level ones), the more advanced of the restored and the topic's
+        # ledger at start-up (reconcile_ledgers: never the one that forgot spend), and the fold of
+        # the ledger topic's records into that state (ChainReader). Not: the Kafka reads and writes
+        # around them (Kafka tests are not in the mutation runs; their logic is these functions).
+        functions=(
+            "new_ledger",
+            "reconcile_ledgers",
+            "record_state",
+            "ChainReader.add",
+            "ChainReader.result",
         ),
     ),
     Module(

@@ -44,6 +44,8 @@ def _time(value: Any, needs_time: bool) -> int:
         return 0
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise Rejection(f"event_time must be an int (ms), got {type(value).__name__}")
+    if not -(2**63) <= int(value) < 2**63:  # the payloads hold times as int64
+        raise Rejection(f"event_time {value} is outside the 64-bit integer range")
     return int(value)
 
 

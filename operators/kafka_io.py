@@ -15,6 +15,7 @@ on its way to a sink (:func:`privstream.connectors.run_ids.stamp`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from privstream.connectors.validation import sql_option_value
@@ -24,6 +25,8 @@ from pyflink.datastream import DataStream, MapFunction
 from pyflink.datastream.connectors.base import DeliveryGuarantee
 from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
 from pyflink.table import StreamTableEnvironment
+
+logger = logging.getLogger(__name__)
 
 BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
 KEYED_BYTES = Types.ROW_NAMED(["key", "value"], [BYTES, BYTES])
@@ -62,16 +65,29 @@ def events_source(
         f"CREATE TEMPORARY TABLE {table} (payload BYTES, part INT METADATA FROM 'partition' VIRTUAL, "
         f"off BIGINT METADATA FROM 'offset' VIRTUAL) WITH ({with_clause})"
     )
-    return _planned_on_this_thread(lambda: t_env.to_data_stream(t_env.from_path(table)))
+    # a SQL query (not from_path): its conversion sets the planner's per-thread metadata provider
+    # on the gateway thread that serves it (see _planned_on_this_thread)
+    return _planned_on_this_thread(lambda: t_env.to_data_stream(t_env.sql_query(f"SELECT * FROM {table}")))
+
+
+#: Errors of a plan served by a py4j gateway thread the environment was not set up on.
+_OTHER_THREAD_ERRORS = (
+    "Could not find any factory for identifier 'kafka'",  # the connector jars' class loader
+    "NullPointerException: metadataHandlerProvider",  # Calcite's per-thread metadata provider
+)
 
 
 def _planned_on_this_thread(plan: Any) -> Any:
-    """Run ``plan`` (which discovers the Kafka table factory) with the connector jars on the context
-    class loader of the gateway thread that serves it. PyFlink puts ``pipeline.jars`` on the loader
-    of whichever py4j thread served the environment's creation; a later call can be served by
-    another gateway thread (py4j opens a connection per concurrent call, e.g. a finalizer's), whose
-    loader lacks the factory: "Could not find any factory for identifier 'kafka'", seen
-    intermittently under load. The jars are added again just before, and once more on that error."""
+    """Run ``plan`` (which discovers the Kafka table factory and optimises the source's query) on
+    whichever py4j gateway thread serves it. A later call can be served by another gateway thread
+    than the environment's creation (py4j opens a connection per concurrent call, e.g. a
+    finalizer's), which lacks two per-thread settings, both seen intermittently under load:
+    the connector jars on its context class loader ("Could not find any factory for identifier
+    'kafka'"; PyFlink puts ``pipeline.jars`` on the creating thread's loader) and Calcite's
+    metadata provider (``NullPointerException: metadataHandlerProvider``; set by a SQL query's
+    conversion on the thread that converts it, as Flink's SQL gateway re-sets it per call). The
+    jars are added just before; on either error both are set up again and the plan runs once more
+    (a failed plan registers nothing)."""
     from privstream.connectors.flink_jars import connector_jar_urls
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
@@ -80,8 +96,9 @@ def _planned_on_this_thread(plan: Any) -> Any:
     try:
         return plan()
     except Exception as exc:  # py4j's Py4JJavaError
-        if "Could not find any factory for identifier 'kafka'" not in str(exc):
+        if not any(error in str(exc) for error in _OTHER_THREAD_ERRORS):
             raise
+        logger.warning("planning on another py4j gateway thread failed; retried once: %s", str(exc)[:200])
         add_jars_to_context_class_loader(jars)
         return plan()
 

@@ -358,3 +358,47 @@ def test_hg_params_accept_the_bounds_and_store_exact_rationals() -> None:
     p = HgLdpParams(**{**HG_BASE, "alpha": 0.25, "decay_base": 1.5})
     assert (p.alpha, p.decay_base) == (Fraction(1, 4), Fraction(3, 2))
     assert type(p.alpha) is Fraction and type(p.decay_base) is Fraction
+
+
+# ---- int_domain.py: the private-value check and the inner GRR of OLH and HR ------------------------
+
+
+@pytest.mark.parametrize("make", [lambda: OptimisedLocalHashing(1, 10), lambda: HadamardResponse(1, 10)])
+def test_only_int_items_of_the_domain_are_randomised_and_the_value_is_withheld(make: object) -> None:
+    """0..d−1 only (d = 10), ints only (a bool is not an item); the refusal never echoes the value."""
+    oracle = make()  # type: ignore[operator]
+    for value in (0, 9):
+        oracle.encode(value)
+    for bad in (-1, 10, True, False, 1.0, "1", None):
+        with pytest.raises(ValueError) as info:
+            oracle.encode(bad)
+        assert str(info.value) == "value: not in the domain 0..9 (value withheld)"
+
+
+def test_the_inner_grr_has_the_schemes_size_ratio_and_source() -> None:
+    """OLH: one exact GRR on g = round(e^ε) + 1 hash values; HR: on 2 values (the side). Its exact
+    ratio a/2^40 = rational_exp_lower(ε) is the public parameter the server checks, its ε the
+    effective ε stated, and it draws from the oracle's injected source (two oracles seeded alike
+    report alike; another seed, other reports)."""
+    for oracle, size in ((OptimisedLocalHashing(1.5, 50), 5), (HadamardResponse(1.5, 50), 2)):
+        ratio = rational_exp_lower(1.5)
+        assert oracle._grr.d == size
+        assert oracle.ratio == ratio and oracle.ratio <= Fraction(math.exp(1.5))
+        assert oracle.parameters["epsilon_ratio"] == f"{ratio.numerator}/{ratio.denominator}"
+        assert oracle.parameters["domain_size"] == "50"
+        assert oracle.effective_epsilon == pytest.approx(math.log(ratio), abs=1e-15)
+        assert oracle.parameters["effective_epsilon"] == repr(oracle.effective_epsilon)
+
+    def reports(make: type, seed: int) -> list[bytes]:
+        oracle = make(1.5, 50, rng=SeededRandomSource(seed))
+        return [oracle.encode(v % 50).payload for v in range(60)]
+
+    for make in (OptimisedLocalHashing, HadamardResponse):
+        assert reports(make, 4) == reports(make, 4) != reports(make, 5)
+
+
+@pytest.mark.parametrize("make", [OptimisedLocalHashing, HadamardResponse])
+def test_a_domain_of_one_item_is_refused_naming_domain_size(make: type) -> None:
+    make(1, 2)
+    with pytest.raises(ValueError, match="^domain_size"):
+        make(1, 1)

@@ -43,6 +43,15 @@ def test_threshold_is_the_first_integer_from_two_meeting_the_condition(
     assert (expected == 2) == (epsilon == 8.0)
 
 
+@pytest.mark.parametrize(("epsilon", "k", "t"), [(1.0, 10, 40), (0.5, 3, 17)])
+def test_a_delta_met_exactly_gives_that_threshold(epsilon: float, k: int, t: int) -> None:
+    """The condition is δ(T) <= δ: asked for exactly δ(T) (as the double the module computes), the
+    threshold is T itself, not T + 1."""
+    delta = module.laplace_threshold_delta(epsilon, k, t)
+    assert module.laplace_threshold_delta(epsilon, k, t - 1) > delta
+    assert module.laplace_threshold(epsilon, delta, k) == t
+
+
 def test_a_non_integer_k_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="^k"):
         module.laplace_threshold(1.0, 1e-6, 2.5)  # type: ignore[arg-type]
