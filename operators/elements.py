@@ -22,6 +22,7 @@ import numpy as np
 from privstream.operators.payloads import EventPayload, UserSetPayload
 
 from privstream.partitioning import partition_for
+from privstream.sketches.order import INT64_MAX, INT64_MIN
 
 
 class Rejection(ValueError):
@@ -44,17 +45,20 @@ def _time(value: Any, needs_time: bool) -> int:
         return 0
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise Rejection(f"event_time must be an int (ms), got {type(value).__name__}")
-    if not -(2**63) <= int(value) < 2**63:  # the payloads hold times as int64
-        raise Rejection(f"event_time {value} is outside the 64-bit integer range")
-    return int(value)
+    return _in_int64(value, "event_time")  # the payloads hold times as int64
 
 
 def _key(value: Any, what: str) -> int | str:
     if isinstance(value, bool) or not isinstance(value, int | str | np.integer):
         raise Rejection(f"{what} must be an int or a str, got {type(value).__name__}")
-    if not isinstance(value, str) and not -(2**63) <= int(value) < 2**63:
+    return value if isinstance(value, str) else _in_int64(value, what)
+
+
+def _in_int64(value: int | np.integer, what: str) -> int:
+    """``value`` as an ``int``; a Rejection naming ``what`` outside the signed 64-bit range."""
+    if not INT64_MIN <= int(value) <= INT64_MAX:
         raise Rejection(f"{what} {value} is outside the 64-bit integer range")
-    return int(value) if isinstance(value, np.integer) else value
+    return int(value)
 
 
 def element_payload(

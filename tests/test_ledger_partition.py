@@ -22,20 +22,22 @@ CONFIG = ReleaseConfig(epsilon=1.0, delta=1e-6, total_epsilon=2.0, total_delta=2
 SPEC = SketchSpec("mg", 16)
 
 
+class TopicRecord:
+    """What the Kafka consumer hands ChainReader.add: partition, offset and the decoded value."""
+
+    def __init__(self, value: dict, offset: int, partition: int = 0) -> None:
+        self.value, self.offset, self.partition = value, offset, partition
+
+
 def _topic_state(policy: CountEpochs | TimeEpochs, epochs: list[int]) -> ChainReader:
     """A ledger topic as a job with ``policy`` leaves it after charging ``epochs``, read back."""
     ledger = new_ledger(CONFIG, SPEC, policy)
     reader = ChainReader(CONFIG.ledger_id)
     registry = default_registry()
-
-    class _Record:  # what the Kafka consumer hands ChainReader.add: partition, offset, decoded value
-        def __init__(self, value: dict, offset: int) -> None:
-            self.value, self.partition, self.offset = value, 0, offset
-
     for offset, epoch in enumerate(epochs):
         entry = ledger.charge(Budget(1.0, 1e-6), mechanism="pmg", epoch=epoch)
         _, value = registry.decode(entry_record(entry, time_ms=0))
-        reader.add(_Record(value, offset))  # type: ignore[arg-type]
+        reader.add(TopicRecord(value, offset))  # type: ignore[arg-type]
     return reader
 
 

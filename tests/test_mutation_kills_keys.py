@@ -14,7 +14,8 @@ or, TESTS ONLY, when ``hooks`` carry a ``noise_seed``, SHA-256 of the public
 ``privstream-test-continual:<seed>:<node>``; None (a fresh key) when neither is set.
 
 Independence is checked on the discrete Laplace values the nodes' first level-0 PCC blocks draw
-(one per domain element) for the same data: (1) pairwise distinct; (2) every pair's Pearson
+(one per domain element) for the same data, with ``assert_independent`` of
+``tests/test_keyed_noise_independence.py``: (1) pairwise distinct; (2) every pair's Pearson
 correlation below 6/√n (n = 300 values: for independent vectors r ≈ N(0, 1/n), so a pair fails
 with probability ≈ 2e-9, the < 300 pairs here with probability < 1e-6); (3) a chi-square test of
 the signs of consecutive nodes' noise at level 1e-4. Secrets are fixed, so the tests are
@@ -26,23 +27,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from fractions import Fraction
-from itertools import combinations
 
 import numpy as np
 import pytest
 from privstream.operators.continual_logic import ContinualSettings
 from privstream.operators.test_hooks import TestHooks
-from scipy.stats import chi2_contingency
 
 from privstream.continual.blocks import BlockId
 from privstream.continual.pcc import PCC
 from privstream.noise import discrete as kernels
+from tests.test_keyed_noise_independence import assert_independent
 
 SECRET = hashlib.sha256(b"privstream test continual node keys").hexdigest()
 OTHER_SECRET = hashlib.sha256(b"privstream test continual node keys, another submission").hexdigest()
 NODES = 16
 DOMAIN = 300
-CHI2_LEVEL = 1e-4
 _LAPLACE = kernels._discrete_laplace
 
 
@@ -64,26 +63,6 @@ def reference_key(secret_hex: str, node: int) -> bytes:
 
 def seeded_key(seed: int, node: int) -> bytes:
     return hashlib.sha256(f"privstream-test-continual:{seed}:{node}".encode()).digest()
-
-
-def assert_independent(vectors: list[np.ndarray], what: str) -> None:
-    """(1) pairwise distinct, (2) max pairwise |Pearson r| < 6/√n, (3) chi-square test of the
-    signs of consecutive vectors, pooled over coordinates (module docstring for the error rates)."""
-    assert len(vectors) >= 8, what
-    size = vectors[0].size
-    assert all(v.size == size for v in vectors), what
-    assert len({v.astype(np.int64).tobytes() for v in vectors}) == len(vectors), f"{what}: identical noise"
-    data = np.array(vectors, dtype=float)
-    assert (data.std(axis=1) > 0).all(), what
-    corr = np.corrcoef(data)
-    worst = max(abs(corr[i, j]) for i, j in combinations(range(len(vectors)), 2))
-    assert worst < 6 / np.sqrt(size), f"{what}: correlation {worst:.3f}"
-    signs = np.sign(data).astype(int) + 1
-    table = np.zeros((3, 3))
-    np.add.at(table, (signs[:-1].ravel(), signs[1:].ravel()), 1)
-    table = table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]
-    p_value = chi2_contingency(table)[1]
-    assert p_value > CHI2_LEVEL, f"{what}: signs of consecutive vectors dependent (p = {p_value:.2e})"
 
 
 class BlockNoise:

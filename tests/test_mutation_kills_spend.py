@@ -24,16 +24,10 @@ from privstream.connectors.avro_codec import default_registry
 from privstream.connectors.ledger_topic import ChainReader, LedgerUnavailable, entry_record, record_state
 
 from privstream.accounting import Budget, LedgerFormatError, PrivacyLedger
+from tests.test_ledger_partition import TopicRecord
 
 TOTAL = Budget(4.0, 4e-6)
 STEP = Budget(1.0, 1e-6)
-
-
-class _Record:
-    """What the Kafka consumer hands ChainReader.add: partition, offset and the decoded value."""
-
-    def __init__(self, value: dict, offset: int, partition: int = 0) -> None:
-        self.value, self.offset, self.partition = value, offset, partition
 
 
 def _ledger(ledger_id: str = "hh/spend") -> PrivacyLedger:
@@ -86,7 +80,7 @@ def test_v1_states_keep_the_more_advanced_one(order: str) -> None:
     states = [older, newer] if order == "older first" else [newer, older]
     reader = ChainReader("hh/spend")
     for offset, state in enumerate(states):
-        reader.add(_Record(_state_value(state), offset))  # type: ignore[arg-type]
+        reader.add(TopicRecord(_state_value(state), offset))  # type: ignore[arg-type]
     assert reader.state is not None and reader.state.sequence == 2
     assert reader.state.spent().epsilon == pytest.approx(2.0)
     assert reader.entries == 2 and reader.writer == ""
@@ -96,27 +90,27 @@ def test_entries_after_a_v1_state_continue_it_and_the_last_writer_is_kept() -> N
     ledger = _ledger()
     ledger.charge(STEP, mechanism="pmg", epoch=0)
     reader = ChainReader("hh/spend")
-    reader.add(_Record(_state_value(ledger), 0))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_state_value(ledger), 0))  # type: ignore[arg-type]
     assert reader.writer == ""
-    reader.add(_Record(_entry_value(ledger, writer="job-a"), 1))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger, writer="job-a"), 1))  # type: ignore[arg-type]
     assert reader.writer == "job-a"
-    reader.add(_Record(_entry_value(ledger, writer="job-b"), 2))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger, writer="job-b"), 2))  # type: ignore[arg-type]
     assert reader.writer == "job-b" and reader.entries == 3
     assert reader.state is not None and reader.state.sequence == 3
     assert reader.state.spent().epsilon == pytest.approx(3.0)
     assert reader.partition == 0
-    reader.add(_Record(_state_value(ledger), 3))  # a v1 state again: no writer
+    reader.add(TopicRecord(_state_value(ledger), 3))  # a v1 state again: no writer
     assert reader.writer == "" and reader.entries == 4 and reader.state.sequence == 3
 
 
 def test_a_chain_over_two_partitions_is_refused_naming_both() -> None:
     ledger = _ledger()
     reader = ChainReader("hh/spend")
-    reader.add(_Record(_entry_value(ledger), 0, partition=2))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger), 0, partition=2))  # type: ignore[arg-type]
     assert reader.partition == 2
-    reader.add(_Record(_entry_value(ledger), 1, partition=2))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger), 1, partition=2))  # type: ignore[arg-type]
     with pytest.raises(LedgerUnavailable) as refused:
-        reader.add(_Record(_entry_value(ledger), 2, partition=0))  # type: ignore[arg-type]
+        reader.add(TopicRecord(_entry_value(ledger), 2, partition=0))  # type: ignore[arg-type]
     assert str(refused.value) == (
         "entries of ledger 'hh/spend' on partitions 2 and 0: their order is lost (was the topic "
         "repartitioned?)"
@@ -127,10 +121,10 @@ def test_a_chain_over_two_partitions_is_refused_naming_both() -> None:
 def test_a_broken_chain_is_refused_naming_where() -> None:
     ledger = _ledger()
     reader = ChainReader("hh/spend")
-    reader.add(_Record(_entry_value(ledger), 0, partition=1))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger), 0, partition=1))  # type: ignore[arg-type]
     _entry_value(ledger)  # entry #2 is lost: #3 does not follow #1
     with pytest.raises(LedgerUnavailable) as refused:
-        reader.add(_Record(_entry_value(ledger), 5, partition=1))  # type: ignore[arg-type]
+        reader.add(TopicRecord(_entry_value(ledger), 5, partition=1))  # type: ignore[arg-type]
     assert str(refused.value).startswith("the ledger chain is broken at partition 1 offset 5: ")
     assert reader.entries == 1
 
@@ -140,7 +134,7 @@ def test_the_result_is_the_ledger_read_or_the_jobs_empty_one_with_the_jobs_write
     assert empty.sequence == 0 and empty.writer == "this-job"
     ledger = _ledger()
     reader = ChainReader("hh/spend")
-    reader.add(_Record(_entry_value(ledger, writer="earlier-job"), 0))  # type: ignore[arg-type]
+    reader.add(TopicRecord(_entry_value(ledger, writer="earlier-job"), 0))  # type: ignore[arg-type]
     resumed = reader.result(_ledger(), writer="this-job")
     assert resumed.sequence == 1 and resumed.writer == "this-job"
     assert resumed.spent().epsilon == pytest.approx(1.0)
