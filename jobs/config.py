@@ -30,6 +30,7 @@ from privstream.jobs.settings import (
     FlinkSettings,
     KafkaSettings,
     LedgerSettings,
+    ShardSettings,
     check_milliseconds,
     check_sql_value,
     duration,
@@ -98,7 +99,7 @@ def _stop_offsets(text: str, option: str, _args: argparse.Namespace | None = Non
 
 
 @dataclass(frozen=True)
-class HeavyHittersConfig(KafkaSettings, FlinkSettings, LedgerSettings):
+class HeavyHittersConfig(KafkaSettings, FlinkSettings, ShardSettings, LedgerSettings):
     """Options of the heavy-hitters job (``privstream run heavy-hitters --help`` explains each; the
     command line is generated from these fields, :mod:`privstream.options`).
 
@@ -193,7 +194,6 @@ class HeavyHittersConfig(KafkaSettings, FlinkSettings, LedgerSettings):
     group_id: str = field(
         default="privstream-heavy-hitters", metadata=option("the Kafka consumer group of the source")
     )
-    parallelism: int = field(default=1, metadata=option("parallelism of the sketch operator", kind=int))
     job_name: str = field(default="privstream-heavy-hitters", kw_only=True)
 
     def __post_init__(self) -> None:
@@ -276,7 +276,7 @@ class HeavyHittersConfig(KafkaSettings, FlinkSettings, LedgerSettings):
             for partition, offset in self.stop_offsets.items():
                 option_int("--stop-offsets", partition, 0)
                 option_int("--stop-offsets", offset, 0)
-        option_int("--parallelism", self.parallelism, 1)
+        self.check_parallelism()
         self.check_flink()
         check_milliseconds("--ledger-lease", self.ledger_lease, 3)
         if self.ledger_lease < 3 * self.checkpoint_interval:

@@ -33,7 +33,7 @@ from typing import Any
 
 from privstream.connectors.topics import dead_letter_topic
 from privstream.jobs.run_report import add_progress_option
-from privstream.jobs.settings import FlinkSettings, KafkaSettings, partitions_of
+from privstream.jobs.settings import FlinkSettings, KafkaSettings, ShardSettings, partitions_of
 from privstream.operators.continual_logic import ContinualSettings
 from privstream.operators.test_hooks import TestHooks
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ContinualConfig(KafkaSettings, FlinkSettings):
+class ContinualConfig(KafkaSettings, FlinkSettings, ShardSettings):
     """The job: its protocol settings, Kafka topics, and the shared Kafka and Flink settings
     (:mod:`privstream.jobs.settings`); the command line is generated from these fields."""
 
@@ -71,6 +71,7 @@ class ContinualConfig(KafkaSettings, FlinkSettings):
             ("--dlq-topic", self.dlq_topic),
         )
         self.check_flink()
+        self.check_parallelism()
 
 
 def build(env: Any, config: ContinualConfig) -> None:
@@ -98,6 +99,7 @@ def build(env: Any, config: ContinualConfig) -> None:
         .process(ContinualNodeFunction(config.settings, config.topic, config.hooks), output_type=BYTES)
         .uid("continual-node")
         .name("node: PCC + protocol (keyed by partition)")
+        .set_parallelism(config.parallelism)
     )
 
     def sink(stream: Any, topic: str, what: str) -> None:

@@ -156,6 +156,29 @@ class FlinkSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ShardSettings:
+    """How many parallel instances run the job's per-shard operator (docs/deploy.md, "Scaling out").
+
+    A job's shards are its input topic's partitions; the per-shard operator is keyed by the shard,
+    so Flink assigns each shard to one of ``parallelism`` sub-tasks (by the hash of the key into
+    key groups) and each shard's state lives in exactly one slot. The operators that see the whole
+    stream (the fixed-order merge, the release and its ledger, the continual aggregator, the sinks)
+    run once. Which slot holds a shard changes nothing released: the state, the noise keys and the
+    merge order are per shard."""
+
+    parallelism: int = field(
+        default=1,
+        metadata=option(
+            "parallel instances of the per-shard operator (at most the topic's partitions are busy)",
+            kind=int,
+        ),
+    )
+
+    def check_parallelism(self) -> None:
+        option_int("--parallelism", self.parallelism, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LedgerSettings:
     """The privacy ledger the job charges before any release (read to its end first: fail closed)."""
 

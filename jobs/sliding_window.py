@@ -50,7 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 from privstream.connectors.topics import dead_letter_topic
 from privstream.jobs.run_report import add_progress_option
-from privstream.jobs.settings import FlinkSettings, KafkaSettings, LedgerSettings, partitions_of
+from privstream.jobs.settings import (
+    FlinkSettings,
+    KafkaSettings,
+    LedgerSettings,
+    ShardSettings,
+    partitions_of,
+)
 from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import LedgerCharge, WindowSettings
 
@@ -66,7 +72,7 @@ CHECKPOINT_PREFIX = "privstream-window-ckpt-"  #: temporary checkpoint directori
 
 
 @dataclass(frozen=True)
-class SlidingWindowConfig(KafkaSettings, FlinkSettings, LedgerSettings):
+class SlidingWindowConfig(KafkaSettings, FlinkSettings, ShardSettings, LedgerSettings):
     """The job: sketch settings, topics, and the shared Kafka, Flink and ledger settings
     (:mod:`privstream.jobs.settings`); the command line is generated from these fields.
     ``ledger_id`` defaults to ``sliding-window/<topic>``, ``dlq_topic`` to ``<topic>-dlq``."""
@@ -91,6 +97,7 @@ class SlidingWindowConfig(KafkaSettings, FlinkSettings, LedgerSettings):
             ("--dlq-topic", self.dlq_topic),
         )
         self.check_flink()
+        self.check_parallelism()
         self.check_ledger()
 
 
@@ -161,6 +168,7 @@ def build(env: Any, config: SlidingWindowConfig) -> None:
         .process(function, output_type=BYTES)
         .uid("dpsw-shard")
         .name("DPSW-Sketch per shard (keyed by partition)")
+        .set_parallelism(config.parallelism)
     )
     for stream, topic, what, keyed in _outputs(releases, config):  # all transactional: exactly once
         if what in ("releases", "dlq"):

@@ -483,9 +483,11 @@ def trigger_checkpoint(rest_port: int, job_id: str, timeout_s: float = 60.0) -> 
 
 class StandaloneCluster:
     """PyFlink's own ``bin/start-cluster.sh`` on loopback, with its config, logs and pid files in
-    ``workdir``; ``submit(...)`` runs ``bin/flink run -py``; ``stop()`` runs ``bin/stop-cluster.sh``."""
+    ``workdir``: one JobManager and ``taskmanagers`` TaskManagers of ``slots`` slots each (one line
+    per TaskManager in ``conf/workers``); ``submit(...)`` runs ``bin/flink run -py``; ``stop()`` runs
+    ``bin/stop-cluster.sh``."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, taskmanagers: int = 1, slots: int = 2) -> None:
         import sys
 
         import pyflink
@@ -493,6 +495,7 @@ class StandaloneCluster:
 
         self.home = Path(pyflink.__file__).parent
         self.workdir = workdir
+        self.taskmanagers = taskmanagers
         self.rest_port, rpc_port = free_port(), free_port()
         conf = workdir / "conf"
         conf.mkdir(parents=True)
@@ -505,7 +508,7 @@ class StandaloneCluster:
             (lib / jar.name).symlink_to(jar)
         for name in ("log4j.properties", "log4j-cli.properties", "log4j-console.properties"):
             (conf / name).write_text((self.home / "conf" / name).read_text())
-        (conf / "workers").write_text("localhost\n")
+        (conf / "workers").write_text("localhost\n" * taskmanagers)
         (conf / "masters").write_text(f"localhost:{self.rest_port}\n")
         java_opts = ""
         for line in (self.home / "conf" / "config.yaml").read_text().splitlines():
@@ -525,7 +528,7 @@ class StandaloneCluster:
             "rest.port": self.rest_port,
             "jobmanager.memory.process.size": "1024m",
             "taskmanager.memory.process.size": "1728m",
-            "taskmanager.numberOfTaskSlots": 2,
+            "taskmanager.numberOfTaskSlots": slots,
             "heartbeat.interval": 2000,  # a killed TaskManager is noticed within heartbeat.timeout
             "heartbeat.timeout": 10000,
             "python.executable": sys.executable,
@@ -562,7 +565,7 @@ class StandaloneCluster:
                 with urllib.request.urlopen(f"http://localhost:{self.rest_port}/overview", timeout=2) as resp:
                     import json
 
-                    if json.load(resp).get("taskmanagers", 0) >= 1:
+                    if json.load(resp).get("taskmanagers", 0) >= self.taskmanagers:
                         return
             except OSError:
                 pass
@@ -602,11 +605,25 @@ def json_scalar(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
-@pytest.fixture
-def standalone_cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
-    cluster = StandaloneCluster(tmp_path / "flink")
+@contextlib.contextmanager
+def running_cluster(workdir: Path, **shape: int) -> Iterator[StandaloneCluster]:
+    cluster = StandaloneCluster(workdir, **shape)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
+    """One TaskManager of two slots."""
+    with running_cluster(tmp_path / "flink") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def two_taskmanager_cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
+    """Two TaskManagers of one slot each: a job at parallelism 2 must use both processes."""
+    with running_cluster(tmp_path / "flink", taskmanagers=2, slots=1) as cluster:
+        yield cluster

@@ -326,14 +326,18 @@ def test_stop_with_savepoint_and_resume(flink_broker, hh_reference_run: JobOutpu
 
 
 @pytest.mark.slow
-def test_flink_run_on_standalone_cluster(
-    hh_stream: ProducedStream, hh_reference_run: JobOutputs, standalone_cluster
+def test_flink_run_at_parallelism_2_on_two_taskmanagers(
+    hh_stream: ProducedStream, hh_reference_run: JobOutputs, two_taskmanager_cluster
 ) -> None:
-    """``bin/flink run -py`` of the heavy-hitters command line against PyFlink's own start-cluster.sh
-    on loopback: ``tests/jobs/seeded_heavy_hitters.py`` runs ``privstream.jobs.heavy_hitters.main`` with
-    the test noise seed injected through the API, so the releases equal the reference run's."""
+    """Scale-out: ``bin/flink run -py`` of the heavy-hitters command line with ``--parallelism 2``
+    against PyFlink's own start-cluster.sh on loopback with two TaskManagers of one slot each:
+    ``tests/jobs/seeded_heavy_hitters.py`` runs ``privstream.jobs.heavy_hitters.main`` with the test
+    noise seed injected through the API. The shard operator runs as two sub-tasks, one in each
+    TaskManager, and the releases equal the parallelism-1 MiniCluster reference run's (a shard's
+    state, noise and place in the fixed merge order do not depend on the slot that holds it)."""
     from pathlib import Path
 
+    standalone_cluster = two_taskmanager_cluster
     script = Path(__file__).parent / "jobs" / "seeded_heavy_hitters.py"
     prefix = fresh_name("cluster")
     args = [
@@ -362,11 +366,21 @@ def test_flink_run_on_standalone_cluster(
         "--stop-at-end-markers",
         "--checkpoint-dir",
         str(standalone_cluster.workdir / "checkpoints"),
+        "--parallelism",
+        "2",
     ]
     proc = standalone_cluster.submit(script, *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = read_outputs(hh_stream.bootstrap, prefix, expect_releases=3, sketches_per_release=3)
     assert_same_releases(out, hh_reference_run)
+    [job] = standalone_cluster.rest("/jobs/overview")["jobs"]
+    assert job["state"] == "FINISHED"
+    [shard] = [
+        v for v in standalone_cluster.rest(f"/jobs/{job['jid']}")["vertices"] if "shard sketch" in v["name"]
+    ]
+    assert shard["parallelism"] == 2
+    where = standalone_cluster.rest(f"/jobs/{job['jid']}/vertices/{shard['id']}/taskmanagers")
+    assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
 
 
 def test_user_level_pamg_with_event_time_epochs(flink_broker) -> None:
