@@ -13,6 +13,11 @@ to ``ldp-reports-dlq`` verbatim with the reason —
   this server run published as it (another run's state, or none);
 * ``inconsistent``: an output the named state makes impossible (e.g. a cold item in shrunk DSR);
 * ``rejected``: another scheme, other parameters, a malformed payload, or another schema.
+
+An ``LdpReportBatch`` message (``LdpProducer.submit_many``) is refused whole (one dead letter,
+reason prefixed ``batch:``) or applied report by report, each refused report dead-lettered with the
+batch's bytes and ``report <i> of <count> in the batch:`` — the policy of the Flink job
+(:mod:`privstream.operators.ldp_logic`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from privstream.connectors.consume import DecodedRecord, RecordConsumer
-from privstream.connectors.ldp_producer import report_from_record
+from privstream.connectors.ldp_producer import batch_from_record, report_from_record
 from privstream.connectors.ldp_state import LDP_STATE, StatePublisher
 from privstream.connectors.topics import LDP_REPORTS
 
@@ -74,7 +79,10 @@ class LdpServerLoop:
         self.consumer.dead_letter(record, record.raw, reason)
 
     def apply(self, record: DecodedRecord) -> bool:
-        """Insert one decoded record's report; dead-letter it with the reason if refused."""
+        """Insert one decoded record's report (or each report of a batch, in order); dead-letter
+        what is refused with the reason. True if a report was applied."""
+        if record.schema == "LdpReportBatch":
+            return self._apply_batch(record)
         if record.schema != "LdpReport":
             self._refuse(record, f"rejected: not an LdpReport ({record.schema})")
             return False
@@ -85,6 +93,23 @@ class LdpServerLoop:
             return False
         self.applied += 1
         return True
+
+    def _apply_batch(self, record: DecodedRecord) -> bool:
+        try:
+            batch = batch_from_record(record.value)
+            outputs = self.server.batch_outputs(batch)
+        except ValueError as exc:
+            self._refuse(record, f"batch: {refusal_reason(exc)}")
+            return False
+        applied = self.applied
+        for index, y in enumerate(outputs):
+            try:
+                self.server.add_output(y, batch.state_version, batch.state_digest)
+            except ValueError as exc:
+                self._refuse(record, f"report {index} of {batch.count} in the batch: {refusal_reason(exc)}")
+                continue
+            self.applied += 1
+        return self.applied > applied
 
     def step(self, timeout_ms: int = 200) -> int:
         """Poll one batch, insert its reports, publish the new state; returns the records polled."""

@@ -16,10 +16,40 @@ Warm-up (paper §6.1) is public prior data given in the settings; its ED decays 
 so the draws protect nothing), so the launcher computes the same initial state, version 0, and
 publishes it before the job starts (clients need it to send anything).
 
+**Report batches.** A message is either one ``LdpReport`` or an ``LdpReportBatch`` (many reports
+of one client process against one public state, in submission order: ``LdpProducer.submit_many``).
+A batch is decoded once and checked once (scheme, parameters, payload width, and the state it
+names: :meth:`HgLdpServer.batch_outputs`); its reports are then applied one by one, in order, with
+exactly the single-report path's steps (the HeavyGuardian insert is sequential per report), and
+the state is written once per message (the operator's ``core_bytes``). The cadence is per applied
+report, not per message: a state is due when the applied count reaches a multiple of
+``state_every`` and a release when it reaches a multiple of ``epoch_reports``, also in the middle
+of a batch, so a batch may cross several epochs and its outputs come in report order. Hence the
+releases and states made from a batched stream equal those made from the same reports sent one per
+message (tests/test_ldp_job_logic.py checks it). Only the re-announcement rule below is evaluated
+once per message. **Refusals in a batch** (the dead-letter policy):
+
+* the whole batch is one dead letter — the original message bytes, the reason, nothing of it
+  applied — when the message is undecodable, of another schema, or the batch as a whole is
+  refused: another scheme or parameters, payloads that are not ``count`` payloads of the scheme's
+  width, or a state it names that this run does not hold when the batch starts (unknown, too old,
+  digest mismatch: every report of the batch names it and none could be applied first, so each
+  would be refused for the same reason). All its reports count as refused;
+* a report refused on its own inside an accepted batch (an output outside the domain, an output
+  the named state makes impossible — ``inconsistent`` —, or the named state dropping out of the
+  ``max_lag`` kept versions while the batch is applied) gets its own dead letter whose value is the
+  original batch bytes and whose reason starts ``report <i> of <count> in the batch:`` (i from 0),
+  so the report is recoverable from the bytes and the index; the batch's other reports are applied.
+
 Statistics-phase decays are *replay-stable*: report number n draws them from
 ``KeyedRandomSource(noise_key, "<deployment>:n")``, a DRBG keyed by a secret the launcher drew from
 the OS CSPRNG (it travels in the job graph and then in the checkpointed state, like the
-heavy-hitters job's noise key). After a restore the server is the checkpoint's, and it applies the
+heavy-hitters job's noise key). The context is the report's number n, also inside a batch (not the
+batch's first number): the decays are a function of the checkpointed state and of the sequence of
+reports only, never of how they were grouped into messages, so a replay after a restore is the
+same whichever batching the clients used, and a batched stream gives the releases of the same
+reports one per message. (A source is a few bytes until it draws: building one per report costs
+≈ 1 µs; the 4 KB SHAKE block is computed only for reports that decay.) After a restore the server is the checkpoint's, and it applies the
 replayed reports with the same decays *for the same sequence of reports*. What is replayed is not
 always the same sequence: with a reports topic of several partitions (``privstream broker`` makes
 ``ldp-reports`` with 4) the source's interleaving after a restore may differ from the failed
@@ -64,7 +94,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from privstream.connectors.avro_codec import AvroDecodeError, decode, encode
-from privstream.connectors.ldp_producer import report_from_record
+from privstream.connectors.ldp_producer import batch_from_record, report_from_record
 from privstream.connectors.ldp_state import state_to_record
 
 from privstream.ldp import HgLdpParams, HgLdpServer, PublicState, refusal_reason
@@ -321,24 +351,60 @@ class LdpServerLogic:
             schema, record = decode(value)
         except AvroDecodeError as exc:
             return [self._dead_letter(value, f"AvroDecodeError: {exc.reason}", partition, offset, topic)]
+        if schema == "LdpReportBatch":
+            return self._process_batch(record, value, partition, offset, topic)
         if schema != "LdpReport":
             return [
                 self._dead_letter(value, f"rejected: not an LdpReport ({schema})", partition, offset, topic)
             ]
-        rng = KeyedRandomSource(self.noise_key, f"{self.settings.deployment}:{self.server.n}")
-        self.server.use_rng(rng)  # replay-stable decays for this report (module docstring)
+        self._use_report_source()
         try:
             self.server.add(report_from_record(record))
         except ValueError as exc:  # StaleStateError and InconsistentReportError included
             self.refused += 1
             return [self._dead_letter(value, refusal_reason(exc), partition, offset, topic)]
         out: list[Output] = []
+        self._cadence(out)
+        return out
+
+    def _use_report_source(self) -> None:
+        """The next report's decays: ``KeyedRandomSource(noise_key, "<deployment>:n")`` (module
+        docstring: replay-stable, independent of how reports are grouped into messages)."""
+        self.server.use_rng(KeyedRandomSource(self.noise_key, f"{self.settings.deployment}:{self.server.n}"))
+
+    def _cadence(self, out: list[Output]) -> None:
+        """After one applied report: the state every ``state_every`` reports (if it changed), the
+        release every ``epoch_reports``."""
         n = self.server.n
         if n % self.settings.state_every == 0 and self.server.public_state().version != self.published:
             out.append(self._state())
         if n % self.settings.epoch_reports == 0:
             self.epoch += 1
             out.append(("release", self.release()))
+
+    def _process_batch(
+        self, record: dict[str, Any], value: bytes, partition: int, offset: int, topic: str
+    ) -> list[Output]:
+        """An ``LdpReportBatch``: refused whole, or applied report by report (module docstring)."""
+        try:
+            batch = batch_from_record(record)
+            outputs = self.server.batch_outputs(batch)
+        except ValueError as exc:  # StaleStateError and StateDigestError included
+            count = record.get("count")
+            self.refused += count if isinstance(count, int) and count > 0 else 1
+            return [self._dead_letter(value, f"batch: {refusal_reason(exc)}", partition, offset, topic)]
+        out: list[Output] = []
+        version, digest = batch.state_version, batch.state_digest
+        for index, y in enumerate(outputs):
+            self._use_report_source()
+            try:
+                self.server.add_output(y, version, digest)
+            except ValueError as exc:
+                self.refused += 1
+                reason = f"report {index} of {batch.count} in the batch: {refusal_reason(exc)}"
+                out.append(self._dead_letter(value, reason, partition, offset, topic))
+                continue
+            self._cadence(out)
         return out
 
     def release(self) -> bytes:

@@ -47,6 +47,26 @@ SAMPLES: dict[str, list[dict]] = {
             "state_digest": bytes(range(16)),
         },
     ],
+    "LdpReportBatch": [
+        {
+            "scheme": "hg-cnr",
+            "parameters": {"domain_size": "1000", "k": "20"},
+            "state_version": 7,
+            "state_digest": bytes(range(16)),
+            "report_time": 125,
+            "count": 3,
+            "payloads": b"\x00\x07\x03\xe8\x01\xf3",
+        },
+        {
+            "scheme": "grr",
+            "parameters": {"domain_size": "10"},
+            "state_version": 0,
+            "state_digest": b"",
+            "report_time": 0,
+            "count": 1,
+            "payloads": b"\x09",
+        },
+    ],
     "LdpRelease": [
         {
             "deployment": "d1",

@@ -107,7 +107,7 @@ def test_ldp_producer_has_no_path_for_raw_values(
     grr = GeneralizedRandomizedResponse(1.0, SECRETS)
     with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
         public = {n for n in dir(producer) if not n.startswith("_") and callable(getattr(producer, n))}
-        assert public == {"submit", "flush", "close"}
+        assert public == {"submit", "submit_many", "flush", "close"}
         with pytest.raises(ValueError, match="withheld"):
             producer.submit("not-in-domain")
         assert producer.reports_sent == 0
@@ -124,3 +124,35 @@ def test_report_record_round_trip() -> None:
     assert again == report and isinstance(again, LdpReport) and grr.accepts(again)
     with pytest.raises(TypeError, match="only LdpReport"):
         report_to_record(b"raw")  # type: ignore[arg-type]
+
+
+def test_batched_grr_producer_sends_one_message_per_batch_and_no_raw_value(
+    kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
+) -> None:
+    """``submit_many`` of 600 copies of one secret in batches of 200: three ``LdpReportBatch``
+    messages, no secret in the bytes, and the 600 outputs follow GRR's law (chi-square, level 1e-3
+    = the false-failure rate; fixed seed), as the one-per-message test above."""
+    from privstream.connectors.ldp_producer import batch_from_record
+    from scipy import stats
+
+    topic = unique_topic(partitions=1)
+    grr = GeneralizedRandomizedResponse(1.0, SECRETS, rng=SeededRandomSource(22))
+    with LdpProducer(kafka_broker.bootstrap, grr, topic=topic) as producer:
+        for _ in range(3):
+            producer.submit_many([SECRETS[0]] * 200)
+        producer.flush()
+        assert producer.reports_sent == 600
+    messages = _read_raw(kafka_broker.bootstrap, topic, 3)
+    assert len(messages) == 3
+    outputs: list[int] = []
+    for message in messages:
+        assert message.key is None
+        assert all(secret.encode() not in message.value for secret in SECRETS)
+        schema, record = decode(message.value)
+        assert schema == "LdpReportBatch" and record["count"] == 200 and len(record["payloads"]) == 200
+        batch = batch_from_record(record)
+        outputs += [grr.decode_index(report) for report in batch.reports()]
+    observed = [outputs.count(i) for i in range(len(SECRETS))]
+    keep = math.exp(1.0) / (math.exp(1.0) + len(SECRETS) - 1)
+    expected = [600 * keep] + [600 * (1 - keep) / (len(SECRETS) - 1)] * (len(SECRETS) - 1)
+    assert stats.chisquare(observed, expected).pvalue > 1e-3, observed

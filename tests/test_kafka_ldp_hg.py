@@ -67,7 +67,7 @@ def test_state_version_round_trip(
                 time.sleep(0.2)  # let the client's state fetch arrive (it never blocks a report)
                 assert client.state is not None
             public = {n for n in dir(producer) if not n.startswith("_") and callable(getattr(producer, n))}
-            assert public == {"submit", "flush", "close"}
+            assert public == {"submit", "submit_many", "flush", "close"}
         assert loop.applied == len(values) and not loop.refused
         assert loop.publisher.published is not None and loop.publisher.published.version > 0
     assert server.n == len(values)
@@ -345,3 +345,42 @@ def test_clients_follow_the_latest_record_not_an_older_runs_higher_version(
         assert loop.applied == 100 and loop.refused == {"state digest mismatch": 1}
     finally:
         running.close()
+
+
+def test_batched_producer_round_trip(kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]) -> None:
+    """``submit_many``: each chunk of 100 values is ONE ``LdpReportBatch`` message randomised against
+    the state the producer last read (refreshed between batches); the server loop applies every
+    report (none refused), the batches name more than one state version, and the head of the
+    skewed stream is found. Before its next batch the test waits until the client has adopted the
+    state the server published after the previous one."""
+    reports, states = unique_topic("reports", partitions=1), unique_topic("state", compacted=True)
+    params = HgLdpParams("cnr", 3.0, D, K)
+    server = HgLdpServer(params, rng=SeededRandomSource(11))
+    server.warm_up(_skewed(40, 2))
+    server.start_statistics()
+    values = _skewed(600, 3)
+    with LdpServerLoop(
+        kafka_broker.bootstrap, server, deployment="dep-b", reports_topic=reports, state_topic=states
+    ) as loop:
+        loop.publish_state()
+        client = make_client(params, rng=SeededRandomSource(12))
+        with LdpProducer(
+            kafka_broker.bootstrap, client, reports, deployment="dep-b", state_topic=states
+        ) as producer:
+            for begin in range(0, len(values), 100):
+                producer.submit_many(values[begin : begin + 100])
+                producer.flush()
+                loop.run(until=lambda b=begin: loop.applied >= b + 100, timeout_s=30)
+                published = loop.publisher.published
+                assert published is not None and client.state is not None
+                deadline = time.monotonic() + 30  # wait for the event: the client adopted that state
+                while client.state.version < published.version:
+                    assert time.monotonic() < deadline, "the published state never reached the client"
+                    producer._follow_state()  # what submit_many does first, without sending
+            assert producer.reports_sent == len(values)
+        assert loop.applied == len(values) and not loop.refused
+    wire = _read_all(kafka_broker.bootstrap, reports, len(values) // 100)
+    assert len(wire) == len(values) // 100
+    assert all(r.schema == "LdpReportBatch" and r.value["count"] == 100 and r.key is None for r in wire)
+    assert len({r.value["state_version"] for r in wire}) > 1  # the batches followed the state
+    assert 0 in {item for item, _ in server.heavy_hitters()}

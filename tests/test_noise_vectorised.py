@@ -253,7 +253,7 @@ def test_empty_and_bad_arguments() -> None:
         with pytest.raises(ValueError, match="n"):
             fn(Fraction(3), -1)
     with pytest.raises(ValueError, match="word_bound"):
-        Limits(word_bound=2**33)
+        Limits(word_bound=2**63 + 1)
 
 
 def test_geometric_runs_match_exact_pmf() -> None:

@@ -10,6 +10,10 @@ be sampled exactly with integer randomness. We *rationalise* first:
   and each other index with probability exactly ``q = b/W``, using ONE uniform integer
   ``u = rng.randbelow(W)``: ``u < a`` keeps the value, otherwise ``(u − a) // b`` picks one of the
   d − 1 other values. No floating point is involved.
+- :meth:`GeneralizedRandomizedResponse.randomise_indices` is the same mechanism for many reports
+  at once: one independent uniform ``u < W`` per report, drawn in bulk from the same source by exact
+  rejection sampling on 64-bit words (:func:`privstream.noise.vectorised.uniform_below`; for
+  ``W > 2^63`` report by report with ``randbelow``), then the same integer comparisons.
 - So the realised mechanism is exactly ε'-LDP with ``ε' = ln(a/b) ≤ ε`` (ε' is below ε by less than
   ``2^-40·e^-ε`` relative), reported as ``effective_epsilon``; the privacy guarantee is never weaker
   than requested.
@@ -30,8 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from privstream.ldp.randomiser import FrequencyAggregator, LdpReport, LocalRandomiser
+from privstream.ldp.randomiser import (
+    FrequencyAggregator,
+    LdpReport,
+    LdpReportBatch,
+    LocalRandomiser,
+    pack_outputs,
+)
 from privstream.noise.rng import RandomSource, resolve
+from privstream.noise.vectorised import MAX_WORD_BOUND, uniform_below
 
 RATIO_DENOMINATOR_BITS = 40
 
@@ -61,6 +72,22 @@ def rational_exp_lower(
         value -= value.scaleb(-(precision - 5))  # margin above any rounding error: stays ≤ e^ε
         a = int((value * b).to_integral_value(rounding=ROUND_FLOOR))
     return Fraction(a, b)
+
+
+def int_indices(values: Sequence[Any] | np.ndarray, d: int) -> np.ndarray:
+    """``values`` as int64 item indices of ``0..d−1`` (an integer array is checked at once, other
+    sequences value by value); ValueError without echoing a value outside it (values are private)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        indices = values.astype(np.int64, copy=False).ravel()
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= d):
+            raise ValueError(f"value: not in the domain 0..{d - 1} (value withheld)")
+        return indices
+    out = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < d:
+            raise ValueError(f"value: not in the domain 0..{d - 1} (value withheld)")
+        out.append(int(value))
+    return np.array(out, dtype=np.int64)
 
 
 def _domain_digest(domain: Sequence[int | str]) -> str:
@@ -161,9 +188,34 @@ class GeneralizedRandomizedResponse(LocalRandomiser):
         other = (u - self.weight_true) // self.weight_other
         return other if other < index else other + 1
 
+    def randomise_indices(self, indices: np.ndarray) -> np.ndarray:
+        """:meth:`randomise_index` of every entry of ``indices`` (int64 array of true indices),
+        independently: one uniform ``u < W`` per report from this randomiser's source (in bulk,
+        exactly: module docstring), the same comparisons; the same output distribution per report."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if self.total_weight > MAX_WORD_BOUND:  # beyond int64: the scalar path, report by report
+            return np.array([self.randomise_index(i) for i in indices.tolist()], dtype=np.int64)
+        u = uniform_below(self.total_weight, indices.size, self._rng)
+        other = (u - self.weight_true) // self.weight_other  # negative where the value is kept
+        return np.where(u < self.weight_true, indices, other + (other >= indices))
+
+    def indices_of(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
+        """:meth:`index_of` of every value (int64 array)."""
+        if self._index is None:
+            return int_indices(values, self.d)
+        return np.array([self.index_of(v) for v in values], dtype=np.int64)
+
     def encode(self, value: int | str) -> LdpReport:
         output = self.randomise_index(self.index_of(value))
         return LdpReport(self.scheme, self._canonical, output.to_bytes(self._width, "big"))
+
+    def encode_many(self, values: Sequence[Any] | np.ndarray) -> LdpReportBatch:
+        """Every value randomised independently (:meth:`randomise_indices`), one batch in order."""
+        indices = self.indices_of(values)
+        if not indices.size:
+            raise ValueError("values: a batch needs at least one value")
+        outputs = self.randomise_indices(indices)
+        return LdpReportBatch(self.scheme, self._canonical, pack_outputs(outputs, self._width), indices.size)
 
     def decode_index(self, report: LdpReport) -> int:
         """The reported index (server side); ValueError if the report is not from this randomiser."""

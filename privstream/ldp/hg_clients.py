@@ -15,6 +15,15 @@ The report's output is an item index in ``0..d−1`` or ⊥ (encoded as ``d``):
   weakest cell is about to be evicted, else ⊥ (ε₂ not spent). ε₁ + ε₂ = ε.
 * CNR (Algorithm 10): as BDR but always M3 on "cold".
 
+:meth:`HgLdpClient.encode_many` randomises many items against ONE state into an
+:class:`~privstream.ldp.randomiser.LdpReportBatch`: :meth:`HgLdpClient.randomise_indices` runs
+the same mechanism per report, vectorised — every GRR step is
+:meth:`~privstream.ldp.grr.GeneralizedRandomizedResponse.randomise_indices` (one independent
+uniform per report, exact), every uniform map one exact bulk uniform per report
+(:func:`~privstream.noise.vectorised.uniform_below`), and the branch of each report is chosen as in
+:meth:`randomise` (state and M1's flag only); so each report has exactly the distribution of
+:meth:`output_distribution` and the reports are independent.
+
 Which branch runs depends on the public state and M1's randomised flag only (:meth:`branch`),
 never on ``v`` itself (docs/ldp.md, "Checks"). :meth:`output_distribution` gives the exact
 distribution of the output for an input, composed from the same exact sub-mechanisms.
@@ -26,14 +35,23 @@ from abc import abstractmethod
 from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from privstream.ldp.grr import GeneralizedRandomizedResponse
+import numpy as np
+
+from privstream.ldp.grr import GeneralizedRandomizedResponse, int_indices
 from privstream.ldp.hg_params import HgLdpParams
 from privstream.ldp.hg_state import PublicState
 from privstream.ldp.int_domain import check_value
-from privstream.ldp.randomiser import FrequencyAggregator, LdpReport, LocalRandomiser
+from privstream.ldp.randomiser import (
+    FrequencyAggregator,
+    LdpReport,
+    LdpReportBatch,
+    LocalRandomiser,
+    pack_outputs,
+)
 from privstream.noise.rng import RandomSource, resolve
+from privstream.noise.vectorised import uniform_below
 
 
 def cold_rank(item: int, hot: Sequence[int]) -> int:
@@ -50,6 +68,18 @@ def cold_item(rank: int, hot: Sequence[int]) -> int:
         else:
             break
     return item
+
+
+def cold_items(ranks: np.ndarray, hot: np.ndarray) -> np.ndarray:
+    """:func:`cold_item` of every rank: the r-th item of D∖H is r plus the number of hot items h_j
+    (sorted) with h_j − j ≤ r."""
+    return ranks + np.searchsorted(hot - np.arange(hot.size), ranks, side="right")
+
+
+def hot_positions(indices: np.ndarray, hot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position of each index in the sorted ``hot`` — bisect_left —, whether it is hot)."""
+    pos = np.searchsorted(hot, indices, side="left")
+    return pos, hot[np.minimum(pos, hot.size - 1)] == indices
 
 
 class HgLdpClient(LocalRandomiser):
@@ -118,9 +148,30 @@ class HgLdpClient(LocalRandomiser):
             state_digest=b"" if state is None else state.digest,
         )
 
+    def encode_many(self, values: Sequence[Any] | np.ndarray) -> LdpReportBatch:
+        """Randomise every value independently against the latest public state (:meth:`encode`'s
+        mechanism, vectorised: :meth:`randomise_indices`), into one batch naming that state."""
+        state = self.state
+        indices = int_indices(values, self.d)
+        if not indices.size:
+            raise ValueError("values: a batch needs at least one value")
+        outputs = self.randomise_indices(indices, state)
+        return LdpReportBatch(
+            self.scheme,
+            self._canonical,
+            pack_outputs(outputs, self._width),
+            indices.size,
+            state_version=0 if state is None else state.version,
+            state_digest=b"" if state is None else state.digest,
+        )
+
     @abstractmethod
     def randomise(self, index: int, state: PublicState | None) -> int:
         """The randomised output (an index, or ``d`` for ⊥) of item ``index``."""
+
+    @abstractmethod
+    def randomise_indices(self, indices: np.ndarray, state: PublicState | None) -> np.ndarray:
+        """:meth:`randomise` of every entry (int64 array), independently (module docstring)."""
 
     @abstractmethod
     def output_distribution(self, index: int, state: PublicState | None) -> dict[int, Fraction]:
@@ -148,6 +199,9 @@ class BgrClient(HgLdpClient):
 
     def randomise(self, index: int, state: PublicState | None) -> int:
         return self._full.randomise_index(index)
+
+    def randomise_indices(self, indices: np.ndarray, state: PublicState | None) -> np.ndarray:
+        return self._full.randomise_indices(indices)
 
     def output_distribution(self, index: int, state: PublicState | None) -> dict[int, Fraction]:
         return _grr_distribution(index, self.d, self._full.p, self._full.q)
@@ -179,6 +233,15 @@ class DsrClient(HgLdpClient):
             return self._full.randomise_index(index)
         out = self._shrunk.randomise_index(self._shrunk_input(index, state.hot_items))
         return state.hot_items[out] if out < self.params.k else self.bottom
+
+    def randomise_indices(self, indices: np.ndarray, state: PublicState | None) -> np.ndarray:
+        state = self._require_state() if state is None else state
+        if self.branch(state) == "full":
+            return self._full.randomise_indices(indices)
+        hot = np.array(state.hot_items, dtype=np.int64)
+        pos, is_hot = hot_positions(indices, hot)
+        out = self._shrunk.randomise_indices(np.where(is_hot, pos, hot.size))
+        return np.where(out < hot.size, hot[np.minimum(out, hot.size - 1)], self.bottom)
 
     def output_distribution(self, index: int, state: PublicState | None) -> dict[int, Fraction]:
         state = self._require_state() if state is None else state
@@ -231,6 +294,28 @@ class _SplitClient(HgLdpClient):
         if branch == "m3":
             return self.m3(index, hot)
         return self.bottom
+
+    def randomise_indices(self, indices: np.ndarray, state: PublicState | None) -> np.ndarray:
+        state = self._require_state() if state is None else state
+        hot = np.array(state.hot_items, dtype=np.int64)
+        pos, is_hot = hot_positions(indices, hot)
+        flags = self._m1.randomise_indices(is_hot.astype(np.int64)) == 1
+        out = np.full(indices.size, self.bottom, dtype=np.int64)
+        for flag in (True, False):
+            lanes = np.flatnonzero(flags == flag)
+            branch = self.branch(state, flag)
+            if not lanes.size or branch == "bottom":
+                continue
+            lane_hot, lane_pos = is_hot[lanes], pos[lanes]
+            hot_lanes, cold_lanes = lanes[lane_hot], lanes[~lane_hot]
+            if branch == "m2":  # GRR within H for a hot v, Uniform(H) for a cold one
+                out[hot_lanes] = hot[self._m2.randomise_indices(lane_pos[lane_hot])]
+                out[cold_lanes] = hot[uniform_below(hot.size, cold_lanes.size, self._rng)]
+            else:  # GRR within D∖H for a cold v (by its rank), Uniform(D∖H) for a hot one
+                ranks = self._m3.randomise_indices(indices[cold_lanes] - lane_pos[~lane_hot])
+                out[cold_lanes] = cold_items(ranks, hot)
+                out[hot_lanes] = cold_items(uniform_below(self.d - hot.size, hot_lanes.size, self._rng), hot)
+        return out
 
     def _branch_distribution(self, branch: str, index: int, hot: tuple[int, ...]) -> dict[int, Fraction]:
         if branch == "bottom":

@@ -4,6 +4,12 @@ Lifecycle (docs/ldp.md): ``warm_up``/``warm_start`` fill the heavy part with raw
 ``start_statistics`` fixes γ_h (BDR/CNR) and opens the statistics phase, then every report goes
 through :meth:`HgLdpServer.add` and :meth:`HgLdpServer.heavy_hitters` answers queries.
 
+A report batch (:class:`~privstream.ldp.randomiser.LdpReportBatch`: many reports against one
+state) is checked once (:meth:`HgLdpServer.batch_outputs`: scheme, parameters, payload width, and
+the state it names) and its outputs are then applied one by one, in order, by
+:meth:`HgLdpServer.add_output` — exactly what :meth:`HgLdpServer.add` does for each of them (the
+HeavyGuardian insert is sequential per report).
+
 Insert per scheme, applied with the public state (version and digest) the client used
 (:class:`StateHistory`):
 
@@ -37,7 +43,7 @@ from privstream.ldp.heavy_guardian import CellPart, decays
 from privstream.ldp.hg_debias import DebiasedHeavyPart, Phase
 from privstream.ldp.hg_params import EVICTION_THRESHOLD, HgLdpParams
 from privstream.ldp.hg_state import PublicState, StaleStateError, StateDigestError, StateHistory
-from privstream.ldp.randomiser import FrequencyAggregator, LdpReport
+from privstream.ldp.randomiser import FrequencyAggregator, LdpReport, LdpReportBatch
 from privstream.noise.rng import RandomSource, resolve
 from privstream.validation import check_int
 
@@ -191,28 +197,48 @@ class HgLdpServer(FrequencyAggregator):
     def n(self) -> int:
         return self._n
 
+    def _check_origin(self, scheme: str, parameters: tuple[tuple[str, str], ...], width: int) -> None:
+        """ValueError unless reports of ``scheme`` with ``parameters`` and ``width``-byte payloads
+        are this server's (in the statistics phase)."""
+        self._require_phase(statistics=True)
+        if scheme != self.scheme or parameters != self._canonical:
+            raise ValueError("report: not produced by this scheme with these parameters")
+        expected = max(1, (self.params.domain_size.bit_length() + 7) // 8)
+        if width != expected:
+            raise ValueError(f"report: payload must be {expected} bytes, got {width}")
+
     def add(self, report: LdpReport) -> None:
         """Insert one report, randomised against the state (version and digest) it names (raises
         :class:`~privstream.ldp.hg_state.StaleStateError`,
         :class:`~privstream.ldp.hg_state.StateDigestError` or :class:`InconsistentReportError`)."""
         self._require_phase(statistics=True)
-        if not (
-            isinstance(report, LdpReport)
-            and report.scheme == self.scheme
-            and report.parameters == self._canonical
-        ):
+        if not isinstance(report, LdpReport):
             raise ValueError("report: not produced by this scheme with these parameters")
-        width = max(1, (self.params.domain_size.bit_length() + 7) // 8)
-        if len(report.payload) != width:
-            raise ValueError(f"report: payload must be {width} bytes, got {len(report.payload)}")
-        y = int.from_bytes(report.payload, "big")
+        self._check_origin(report.scheme, report.parameters, len(report.payload))
+        self.add_output(int.from_bytes(report.payload, "big"), report.state_version, report.state_digest)
+
+    def batch_outputs(self, batch: LdpReportBatch) -> list[int]:
+        """The outputs of ``batch``, in order, once it is checked as a whole: this scheme and
+        parameters, the payload width, and the state it names held by this run now (else the
+        errors of :meth:`add`: every report of the batch would be refused for the same reason,
+        and none can change the server first). Each output then goes to :meth:`add_output` with
+        the batch's version and digest."""
+        if not isinstance(batch, LdpReportBatch):
+            raise ValueError("batch: not an LdpReportBatch")
+        self._check_origin(batch.scheme, batch.parameters, batch.width)
+        self.history.get(batch.state_version, batch.state_digest)
+        return batch.outputs()
+
+    def add_output(self, y: int, state_version: int, state_digest: bytes) -> None:
+        """Insert the output ``y`` of one report of this scheme and parameters (checked by the
+        caller), randomised against the state ``(state_version, state_digest)``."""
         if y > self.bottom:
             raise ValueError(f"report: output {y} outside 0..{self.bottom}")
         # Every scheme names a version it read (BGR too: its randomiser ignores the state, but a
         # report against an unknown or dropped version is refused alike; docs/ldp.md), and the
         # digest of that state: a version number of another server run or of an aborted attempt
         # names another state (hg_state), so the pair must be a state of this run.
-        self.insert_output(y, self.history.get(report.state_version, report.state_digest))
+        self.insert_output(y, self.history.get(state_version, state_digest))
 
     def insert_output(self, y: int, state: PublicState | None) -> None:
         """Insert a decoded output ``y`` (``d`` = ⊥) randomised against ``state`` (None for BGR)."""

@@ -23,6 +23,7 @@ import pickle
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from privstream.validation import check_int
@@ -95,9 +96,10 @@ class PublicState:
         """DSR randomises over the whole domain while the weakest cell is low (§4.2), else over H ∪ {⊥}."""
         return "full" if self.weakest_low else "shrunk"
 
-    @property
+    @cached_property
     def digest(self) -> bytes:
-        """:func:`state_digest` of this state (computed on demand: a kept version costs no bytes)."""
+        """:func:`state_digest` of this state (computed on first use and kept on the object: a
+        kept version costs no checkpoint bytes, and the server checks every report against it)."""
         return state_digest(self.run_id, self.version, self.hot_items, self.weakest_low)
 
 

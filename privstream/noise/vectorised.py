@@ -18,7 +18,9 @@ All decisions are integer comparisons on uniform random words taken from the giv
   narrowest with b ≤ 2**(L-6)) by exact rejection: with q = ⌊2**L/b⌋, words x ≥ q·b are redrawn
   and the value is ⌊x/q⌋ (never ``x mod b``). Bernoulli(a/b) is "uniform below b < a" (CKS Alg. 1),
   i.e. [x < a·q] on an accepted word. Bounds above :attr:`Limits.word_bound` are drawn lane by
-  lane with ``rng.randbelow``;
+  lane with ``rng.randbelow``. The default ``word_bound`` is 2**32; a caller that raises it (up to
+  :data:`MAX_WORD_BOUND` = 2**63, e.g. the LDP randomisers' GRR bounds a + 2**40·(d−1)) gets bounds
+  above 2**32 from 64-bit words by the same rejection (fewer than half redrawn);
 * Bernoulli(f/K) for the large-rational fraction f of the Gaussian's γ compares the first
   ``compare_bits`` bits x of a uniform U ∈ [0, 1) with G = ⌊f·2**bits/K⌋: x < G means U < f/K,
   x > G means U > f/K, and a tie (probability 2**-bits) is finished exactly by drawing the rest of U,
@@ -55,8 +57,15 @@ from privstream.noise.rng import RandomSource
 
 logger = logging.getLogger(__name__)
 
-_WORD_WIDTHS = (8, 16, 32)
-_DTYPES: dict[int, np.dtype[Any]] = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4")}
+_WORD_WIDTHS = (8, 16, 32, 64)
+_DTYPES: dict[int, np.dtype[Any]] = {
+    8: np.dtype("<u1"),
+    16: np.dtype("<u2"),
+    32: np.dtype("<u4"),
+    64: np.dtype("<u8"),
+}
+#: the largest ``Limits.word_bound``: bounds above 2**32 come from 64-bit words (int64 results)
+MAX_WORD_BOUND = 2**63
 _MIN_REFILL_BYTES = 4096
 _INT64_SAFE = 2**62
 
@@ -66,8 +75,8 @@ class Limits:
     """Where the vectorised path hands over to exact scalar code (tests lower them to force it).
 
     ``max_t``: largest Laplace scale numerator t handled vectorised (larger: scalar samplers for the
-    whole array); ``word_bound``: largest uniform bound drawn from bulk words (≤ 2**32; larger
-    bounds: ``rng.randbelow`` per lane); ``compare_bits``: bits of U compared before a tie is
+    whole array); ``word_bound``: largest uniform bound drawn from bulk words (default 2**32, at
+    most :data:`MAX_WORD_BOUND`; larger bounds: ``rng.randbelow`` per lane); ``compare_bits``: bits of U compared before a tie is
     finished exactly; ``whole_trials``: most Bernoulli(exp(-1)) trials of Alg. 1 run vectorised per
     lane (the rest of a larger ⌊γ⌋ runs in the scalar kernel); ``table_size``: most cached |Y|
     values per σ² (larger |Y|: scalar acceptance test).
@@ -80,8 +89,8 @@ class Limits:
     table_size: int = 2**20
 
     def __post_init__(self) -> None:
-        if not 1 <= self.word_bound <= 2**32:
-            raise ValueError(f"word_bound must lie in [1, 2**32], got {self.word_bound}")
+        if not 1 <= self.word_bound <= MAX_WORD_BOUND:
+            raise ValueError(f"word_bound must lie in [1, 2**63], got {self.word_bound}")
         if not 1 <= self.compare_bits <= 32:
             raise ValueError(f"compare_bits must lie in [1, 32], got {self.compare_bits}")
         if self.max_t > 2**31 or self.whole_trials < 0 or self.table_size < 1:
@@ -109,7 +118,7 @@ class _Draws:
         self._drawn = dict.fromkeys(_WORD_WIDTHS, 0)
 
     def words(self, count: int, width: int) -> np.ndarray:
-        """``count`` uniform ``width``-bit words (a read-only view; widths 8, 16, 32)."""
+        """``count`` uniform ``width``-bit words (a read-only view; widths 8, 16, 32, 64)."""
         buf, pos = self._buf[width], self._pos[width]
         if buf.size - pos < count:
             per = width // 8
@@ -126,8 +135,10 @@ class _Draws:
         """``count`` words x uniform on [0, q·bound) with q = 2**L // bound (rejection sampling:
         the words at or above q·bound are redrawn), and q. Then x // q is uniform below bound and
         [x < a·q] is Bernoulli(a/bound) exactly. L ∈ {8, 16, 32} is the narrowest width with
-        bound <= 2**(L-6), so fewer than 1/64 of the words are redrawn (bounds <= 2**32 only)."""
-        width = next((w for w in _WORD_WIDTHS if bound <= 1 << (w - 6)), 32)
+        bound <= 2**(L-6), so fewer than 1/64 of the words are redrawn; bounds in (2**26, 2**32]
+        use 32-bit words and bounds above 2**32 (up to :data:`MAX_WORD_BOUND`) 64-bit words, with
+        fewer than half redrawn."""
+        width = next((w for w in _WORD_WIDTHS[:3] if bound <= 1 << (w - 6)), 32 if bound <= 1 << 32 else 64)
         q = (1 << width) // bound
         limit = q * bound
         x = self.words(count, width)
@@ -154,7 +165,7 @@ class _Draws:
     def bernoulli(self, num: np.ndarray | int, den: int, count: int) -> np.ndarray:
         """``count`` Bernoulli(num/den) as "uniform below den < num" (CKS Alg. 1's test), exactly;
         ``num`` is a scalar or one integer in [0, den] per lane."""
-        if den > self.limits.word_bound:
+        if den > min(self.limits.word_bound, 1 << 32):  # int64 compare (no uint64·int64 mixing)
             return self.below(den, count) < num
         x, q = self._valid_words(den, count)
         return x < np.asarray(num, dtype=np.int64) * q
@@ -395,3 +406,17 @@ def gaussian_array(
             "discrete Gaussian sigma2=%d/%d: exact scalar hand-overs %s", num, den, dict(draws.stats)
         )
     return out
+
+
+#: limits with bulk words for every bound up to :data:`MAX_WORD_BOUND` (the LDP randomisers' GRR
+#: bounds a + 2**40·(d−1) exceed 2**32 for every d ≥ 2)
+WIDE_LIMITS = Limits(word_bound=MAX_WORD_BOUND)
+
+
+def uniform_below(bound: int, count: int, rng: RandomSource, limits: Limits = WIDE_LIMITS) -> np.ndarray:
+    """``count`` i.i.d. uniform integers in [0, ``bound``) (int64) from ``rng``, exactly (rejection
+    sampling on bulk words, :meth:`_Draws.below`); ``bound`` at most :data:`MAX_WORD_BOUND`, so
+    every value fits int64 (callers with larger bounds draw lane by lane with ``rng.randbelow``)."""
+    if not 1 <= bound <= MAX_WORD_BOUND:
+        raise ValueError(f"bound: must lie in [1, 2**63], got {bound}")
+    return _Draws(rng, limits, None).below(bound, count)
