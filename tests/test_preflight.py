@@ -1,7 +1,7 @@
 """The pre-flight utility check (issue 26, point 6), at the config level (no Flink, no broker).
 
-Noise-dominated settings warn, naming the smallest change that fixes them; the settings README and
-docs recommend for each job (parsed by the job's own command-line parser, so the test follows the
+Noise-dominated settings warn, naming the smallest change that fixes them; the settings the docs
+recommend for each job (parsed by the job's own command-line parser, so the test follows the
 documented commands) do not."""
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ def parse(module: Any, args: list[str]) -> argparse.Namespace:
     return parser.parse_args(args)
 
 
-# ---- the settings README and docs recommend do not warn -----------------------------------------
+# ---- the settings the docs recommend do not warn -----------------------------------------
 
 
-def test_readme_heavy_hitters_does_not_warn() -> None:
+def test_documented_heavy_hitters_does_not_warn() -> None:
     from privstream.jobs import heavy_hitters as job
 
     args = documented(
-        "README.md",
+        "docs/tutorials/heavy-hitters.md",
         "privstream run heavy-hitters --bootstrap 127.0.0.1:9092 --topic events "
         "--epsilon 1 --delta 1e-6 --k 4096 --epoch 100000 --stop-at-end-markers",
     )
@@ -60,11 +60,11 @@ def test_readme_heavy_hitters_does_not_warn() -> None:
 
 
 @pytest.mark.parametrize("nodes", [1, 4, 16])
-def test_readme_continual_monitor_does_not_warn(nodes: int) -> None:
+def test_documented_continual_monitor_does_not_warn(nodes: int) -> None:
     from privstream.jobs import continual_monitor as job
 
     args = documented(
-        "README.md",
+        "docs/tutorials/continual-monitor.md",
         "privstream run continual-monitor --topic events --epsilon 1 --lam 0.0625 --theta 0.2 "
         "--window 90 --step 24h --window-items 2500000 --universe 17770",
     )
@@ -103,7 +103,7 @@ def test_documented_ldp_heavy_hitters_does_not_warn() -> None:
 
 @pytest.mark.parametrize("nodes", [1, 4])
 def test_issue_continual_example_warns(nodes: int) -> None:
-    """Issue 26: README's ε, λ, θ and universe with a 5-step window of 1 s steps (100 k events)
+    """Issue 26: the continual-monitor tutorial's ε, λ, θ and universe with a 5-step window of 1 s steps (100 k events)
     released ~217 noise items per step with counts of 246 k-672 k: PCC's noise (σ ≈ 67 k per node)
     dwarfs the bar (θ − λ)·k·W′ = 0.1375·k·5. The warning names the fixes; the W′ it names is the
     smallest that passes (one less still warns)."""
