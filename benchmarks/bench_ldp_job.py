@@ -1,19 +1,27 @@
-"""Benchmark: reports/s of the ``ldp-heavy-hitters`` Flink job (and of its operator logic).
+"""Benchmark: reports/s of the LDP producer, of the ``ldp-heavy-hitters`` operator logic and job.
+
+Part 0, the producer (``LdpProducer`` of a CNR client, d = 1000, k = 20, ε = 1, to the embedded
+broker, following the deployment's state): ``submit`` one report per message against
+``submit_many`` batches of ``--batch`` reports (one ``LdpReportBatch`` message each); the time
+includes randomisation, encoding and the final flush.
 
 Part 1, the operator logic alone (no Flink): ``LdpServerLogic.process`` plus the state writes the
 operator makes after every message — ``core_bytes`` every message and ``versions_bytes`` when a
 version was made — with a full history (1,025 kept versions), against writing the whole server
-(``to_bytes``) after every message. Clients follow the state as it is made (``--state-every``).
+(``to_bytes``) after every message, and on ``LdpReportBatch`` messages of ``--batch`` reports (the
+state written once per message). Clients follow the state as it is made (``--state-every``; the
+batch clients between batches).
 
 Part 2, the job: ``--reports`` CNR reports (d = 1000, k = 20, ε = 1, a Normal(500, 10) stream,
 randomised against state version 0, which stays within ``max_lag``) are produced to the embedded
-broker *before* the job starts; the rate is the reports between the first and the last release
-over the time between them (JVM and Python worker start excluded; releases are read as they
-arrive, at most 100 ms late).
+broker *before* the job starts, as batches of ``--batch`` (``--batch 1``: one per message); the
+rate is the reports between the first and the last release over the time between them (JVM and
+Python worker start excluded; releases are read as they arrive, at most 100 ms late).
 
 Run (the machine is shared; never two heavy jobs at once)::
 
-    flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_ldp_job.py
+    flock /tmp/privstream-heavy.lock .venv/bin/python benchmarks/bench_ldp_job.py \
+        --reports 200000 --epoch 10000 --batch 1000
 """
 
 from __future__ import annotations
@@ -21,10 +29,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from typing import Any
 
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.broker import EmbeddedBroker
-from privstream.connectors.ldp_producer import report_to_record
+from privstream.connectors.ldp_producer import LdpProducer, batch_to_record, report_to_record
 from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
 
@@ -35,7 +44,53 @@ from privstream.noise.rng import SeededRandomSource
 D, K = 1000, 20
 
 
-def logic_rates(items: list[int], state_every: int) -> dict[str, float]:
+def run_batches(logic: LdpServerLogic, client: Any, values: list[int], batch: int) -> float:
+    """Reports/s of ``process`` on batch messages plus the state writes once per message."""
+    seconds = 0.0
+    for offset, begin in enumerate(range(0, len(values), batch)):
+        client.update_state(logic.server.history.latest)  # the state refreshed between batches
+        message = encode("LdpReportBatch", batch_to_record(client.encode_many(values[begin : begin + batch])))
+        t0 = time.perf_counter()
+        before = logic.latest_version
+        logic.process(message, 0, offset, "reports")
+        if logic.latest_version != before:
+            logic.versions_bytes()
+        logic.core_bytes()
+        seconds += time.perf_counter() - t0
+    return len(values) / seconds
+
+
+def producer_rates(values: list[int], batch: int) -> dict[str, float]:
+    """Reports/s of ``LdpProducer.submit`` (one message each) and ``submit_many`` (``batch`` each)."""
+    from privstream.jobs.ldp_heavy_hitters import publish_initial_state
+
+    settings = LdpServerSettings(
+        scheme="cnr", epsilon=1.0, domain_size=D, k=K, deployment="bench-producer",
+        warm_up=tuple(values[:5000]),
+    )  # fmt: skip
+    rates: dict[str, float] = {}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
+        config = LdpJobConfig(settings, bootstrap=broker.bootstrap, checkpoint_dir=ckpt)
+        publish_initial_state(config)
+        client = make_client(settings.params)  # the CSPRNG, as in production
+        with LdpProducer(
+            broker.bootstrap, client, config.reports_topic, deployment="bench-producer"
+        ) as producer:
+            single = values[:20_000]
+            t0 = time.perf_counter()
+            for v in single:
+                producer.submit(v)
+            producer.flush()
+            rates["single"] = len(single) / (time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            for begin in range(0, len(values), batch):
+                producer.submit_many(values[begin : begin + batch])
+            producer.flush()
+            rates["batched"] = len(values) / (time.perf_counter() - t0)
+    return rates
+
+
+def logic_rates(items: list[int], state_every: int, batch: int) -> dict[str, float]:
     settings = LdpServerSettings(
         scheme="cnr", epsilon=1.0, domain_size=D, k=K, deployment="bench", warm_up=tuple(items[:5000]),
         state_every=1,
@@ -66,13 +121,15 @@ def logic_rates(items: list[int], state_every: int) -> dict[str, float]:
         start += 1000
     object.__setattr__(settings, "state_every", state_every)
     rates = {mode: run(items[start : start + 5000], mode) for mode in ("whole", "split", "none")}
+    start += 15_000
+    rates["batch"] = run_batches(logic, client, items[start : start + 20_000], batch)
     rates["core_bytes"] = len(logic.core_bytes())
     rates["versions_bytes"] = len(logic.versions_bytes())
     rates["whole_bytes"] = len(logic.to_bytes())
     return rates
 
 
-def job_rate(reports: int, epoch: int) -> float:
+def job_rate(reports: int, epoch: int, batch: int) -> float:
     from kafka import KafkaConsumer, KafkaProducer
     from privstream.connectors.avro_codec import decode
 
@@ -89,8 +146,15 @@ def job_rate(reports: int, epoch: int) -> float:
         client = make_client(settings.params, rng=SeededRandomSource(3))
         client.update_state(settings.initial_server().public_state())
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20)
-        for v in items[5000:]:
-            producer.send(config.reports_topic, encode("LdpReport", report_to_record(client.encode(v))))
+        values = items[5000:]
+        for begin in range(0, len(values), batch):
+            if batch == 1:
+                message = encode("LdpReport", report_to_record(client.encode(values[begin])))
+            else:
+                message = encode(
+                    "LdpReportBatch", batch_to_record(client.encode_many(values[begin : begin + batch]))
+                )
+            producer.send(config.reports_topic, message)
         producer.flush()
         producer.close()
         consumer = KafkaConsumer(
@@ -117,10 +181,18 @@ def main() -> int:
     parser.add_argument("--reports", type=int, default=20_000)
     parser.add_argument("--epoch", type=int, default=1000)
     parser.add_argument("--state-every", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=1000, help="reports per batch message")
     parser.add_argument("--skip-job", action="store_true")
+    parser.add_argument("--skip-producer", action="store_true")
     args = parser.parse_args()
-    items = (normal_items(60_000, domain=D, std=10, seed=1) - 1).tolist()
-    r = logic_rates(items, args.state_every)
+    if not args.skip_producer:
+        values = (normal_items(max(args.reports, 25_000), domain=D, std=10, seed=4) - 1).tolist()
+        p = producer_rates(values, args.batch)
+        print(f"LDP producer (CNR, d = {D}, k = {K}, ε = 1, CSPRNG, embedded broker):")
+        print(f"  one report per message: {p['single']:,.0f} reports/s")
+        print(f"  batches of {args.batch:,} ({len(values):,} reports): {p['batched']:,.0f} reports/s")
+    items = (normal_items(150_000, domain=D, std=10, seed=1) - 1).tolist()
+    r = logic_rates(items, args.state_every, args.batch)
     print(
         f"operator logic (d = {D}, k = {K}, ε = 1, CNR, 1,025 versions kept, state every {args.state_every}):"
     )
@@ -130,10 +202,12 @@ def main() -> int:
         f"{r['split']:,.0f} reports/s"
     )
     print(f"  no state writes: {r['none']:,.0f} reports/s")
+    print(f"  batch messages of {args.batch:,} (state written once per message): {r['batch']:,.0f} reports/s")
     if not args.skip_job:
-        rate = job_rate(args.reports, args.epoch)
+        rate = job_rate(args.reports, args.epoch, args.batch)
         print(
-            f"Flink job (embedded broker, {args.reports:,} reports, one release per {args.epoch}): {rate:,.0f} reports/s"
+            f"Flink job (embedded broker, {args.reports:,} reports in messages of {args.batch:,}, "
+            f"one release per {args.epoch:,}): {rate:,.0f} reports/s"
         )
     return 0
 

@@ -236,7 +236,11 @@ MODULES: tuple[Module, ...] = (
             "privstream/ldp/int_domain.py",
         ),
         ("tests/test_ldp_grr.py", "tests/test_ldp_hg_randomisers.py", "tests/test_ldp_oracles.py"),
-        optional_tests=("tests/test_keyed_noise_independence.py", "tests/test_mutation_kills_ldp.py"),
+        optional_tests=(
+            "tests/test_keyed_noise_independence.py",
+            "tests/test_mutation_kills_ldp.py",
+            "tests/test_ldp_batches.py",  # the vectorised randomisers
+        ),
         # The client-side randomisers (what leaves the user), the HG-LDP parameters they are built
         # from (the ε₁/ε₂ split, each branch's exact p and q) and OLH's and HR's shared base (the
         # private-value check, the inner exact GRR: its size, ratio and random source). Not: the aggregators and estimators

@@ -4,7 +4,10 @@ Each generated item is randomised in this process by the scheme's client and onl
 sent (:class:`~privstream.connectors.ldp_producer.LdpProducer`). The generators draw items in
 ``1..domain`` (``normal``/``exponential``, default 1,000) or ``1..universe`` (``zipf``/``gaussian``);
 item ``i`` is reported as index ``i − 1`` of a domain of that size. HG-LDP schemes read the public
-state of ``--deployment`` from ``--state-topic`` (a server must have published it)::
+state of ``--deployment`` from ``--state-topic`` (a server must have published it). Reports go out
+in batches of ``--batch`` (default 1,000): one ``LdpReportBatch`` message per batch, each
+randomised against the latest state the producer read (refreshed between batches);
+``--batch 1`` sends one ``LdpReport`` message per report, as before::
 
     privstream produce --ldp cnr --epsilon 1 --k 20 --deployment demo --generator normal --count 1e5
 """
@@ -77,8 +80,13 @@ def produce_ldp(args: argparse.Namespace, params: dict[str, int | float], count:
                 else int(np.random.SeedSequence([args.seed, index]).generate_state(1)[0])
             )
             columns = generate_events(args.generator, min(args.chunk, count - begin), seed=seed, **params)
-            for item in columns.items.tolist():
-                producer.submit(int(item) - 1)
+            indices = columns.items.astype(np.int64) - 1
+            if args.batch == 1:
+                for item in indices.tolist():
+                    producer.submit(item)
+            else:
+                for start in range(0, indices.size, args.batch):
+                    producer.submit_many(indices[start : start + args.batch])
         producer.flush()
         sent = producer.reports_sent
     print(

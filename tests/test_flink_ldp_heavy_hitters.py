@@ -5,7 +5,9 @@ to every epoch released once. The embedded broker still shows records of aborted
 too: with this single-partition reports topic it must then be identical to its committed replay
 (replay-stable decays; with several partitions it need not be, docs/ldp.md "Exactly once"). A checkpoint is
 triggered and completed before the failure can happen (the reports that trigger it are sent only
-then), and every read waits for an expected count."""
+then), and every read waits for an expected count. The first reports go one per message, the rest as
+``LdpReportBatch`` messages of 100 (``submit_many``; the failure at 250 falls inside a batch, and
+every release is at its exact report count)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.slow]
 D, K, EPOCH, REPORTS = 100, 5, 100, 600
 FIRST = 200  #: reports sent before the checkpoint that must complete before the failure (at 250)
 STALE = 2  #: reports naming a version never published, sent last: the expected dead letters
+BATCH = 100  #: reports per batch message after the checkpoint
 
 
 def _skewed(n: int, seed: int) -> list[int]:
@@ -86,8 +89,8 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
             read_topic(flink_broker.bootstrap, config.releases_topic, expect=FIRST // EPOCH, timeout_s=240)
             trigger_checkpoint(port, job_id)
             assert not marker.exists()
-            for value in values[FIRST:]:
-                producer.submit(value)
+            for begin in range(FIRST, REPORTS, BATCH):  # batches, one state each (refreshed between)
+                producer.submit_many(values[begin : begin + BATCH])
             producer.flush()
         deadline = time.monotonic() + 120
         while not rest_get(port, f"/jobs/{job_id}/exceptions")["exceptionHistory"]["entries"]:
@@ -101,15 +104,18 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
         try:  # sent after every good report: once both are dead-lettered, all earlier ones were applied
             for _ in range(STALE):
                 sender.send(config.reports_topic, value=encode("LdpReport", stale))
+            stale_batch = {**stale, "count": 2, "payloads": b"\x01\x02"}
+            stale_batch.pop("payload")
+            sender.send(config.reports_topic, value=encode("LdpReportBatch", stale_batch))  # one letter
             sender.flush()
         finally:
             sender.close()
-        letters = read_topic(flink_broker.bootstrap, config.dlq_topic, expect=STALE, timeout_s=120)
+        letters = read_topic(flink_broker.bootstrap, config.dlq_topic, expect=STALE + 1, timeout_s=120)
         # the server operator's metrics since the restore (a restarted task's counters start at 0):
         # the stale reports dead-lettered, reports applied, releases written
         shown = wait_for_metrics(
             "the REST API", lambda: privstream_metrics(port),
-            {"deadLettered": STALE, "eventsCounted": lambda v: v > 0, "releases": lambda v: v > 0},
+            {"deadLettered": STALE + 1, "eventsCounted": lambda v: v > 0, "releases": lambda v: v > 0},
         )  # fmt: skip
         assert shown["stateBytes"] > 0
         last = max(r["state_version"] for r in releases)
@@ -127,8 +133,12 @@ def test_job_releases_every_epoch_exactly_once_across_a_failure(flink_broker, tm
     assert [r["reports"] for r in releases] == [EPOCH * e for e in range(1, REPORTS // EPOCH + 1)]
     assert all(len(r["items"]) == K and "event-level" in r["privacy_unit"] for r in releases)
     assert 0 in {i["item"] for i in releases[-1]["items"]}  # the head (≈ 40 % of the stream)
-    # exactly the two stale reports: every good report named a version the server still held
-    assert len(letters) == STALE and all(r["error"].startswith("stale-state (unknown)") for r in letters)
+    # exactly the two stale reports and the stale batch (one letter, its bytes): every good report
+    # named a version the server still held
+    assert len(letters) == STALE + 1
+    assert all(r["error"].startswith("stale-state (unknown)") for r in letters[:STALE])
+    assert letters[STALE]["error"].startswith("batch: stale-state (unknown)")
+    assert letters[STALE]["original_value"][:2] == b"\xc3\x01"
     assert states[0]["version"] == 0 and last > 0 and {s["version"] for s in states} == {0, last}
     assert [s["version"] for s in states].count(0) >= 2  # the job re-announced version 0 at its start
     # one run (the launcher's run id, kept across the restore); every digest matches its contents

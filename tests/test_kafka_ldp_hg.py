@@ -38,6 +38,14 @@ def _read_all(bootstrap: str, topic: str, count: int) -> list:
     return records
 
 
+def _warm_server(params: HgLdpParams, seed: int) -> HgLdpServer:
+    """A server after the skewed warm-up (40 items), statistics started."""
+    server = HgLdpServer(params, rng=SeededRandomSource(seed))
+    server.warm_up(_skewed(40, 2))
+    server.start_statistics()
+    return server
+
+
 @pytest.mark.parametrize("scheme", ["dsr", "cnr"])
 def test_state_version_round_trip(
     scheme: str, kafka_broker: EmbeddedBroker, unique_topic: Callable[..., str]
@@ -47,9 +55,7 @@ def test_state_version_round_trip(
     state moves on across chunks, and what reached the wire are only randomised reports."""
     reports, states = unique_topic("reports", partitions=1), unique_topic("state", compacted=True)
     params = HgLdpParams(scheme, 3.0, D, K)
-    server = HgLdpServer(params, rng=SeededRandomSource(1))
-    server.warm_up(_skewed(40, 2))
-    server.start_statistics()
+    server = _warm_server(params, 1)
     values = _skewed(600, 3)
     with LdpServerLoop(
         kafka_broker.bootstrap, server, deployment="dep", reports_topic=reports, state_topic=states
@@ -233,6 +239,16 @@ def test_produce_cli_emits_ldp_reports(
         assert "produced 300 dsr reports" in done.stderr
         loop.run(until=lambda: loop.applied >= 300, timeout_s=30)
         assert not loop.refused
+        one_each = subprocess.run(  # --batch 1: one LdpReport message per report
+            [sys.executable, "-m", "privstream.cli", "produce", *common, *ldp, "--generator", "normal",
+             "--count", "20", "--batch", "1"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert one_each.returncode == 0, one_each.stderr
+        loop.run(until=lambda: loop.applied >= 320, timeout_s=30)
+        assert not loop.refused
+    schemas = Counter(r.schema for r in _read_all(kafka_broker.bootstrap, reports, 21))
+    assert schemas == {"LdpReportBatch": 1, "LdpReport": 20}  # the default: batches of 1,000
     refused = subprocess.run(
         [sys.executable, "-m", "privstream.cli", "produce", *common, *ldp, "--file", "x.csv"],
         capture_output=True,
@@ -355,9 +371,7 @@ def test_batched_producer_round_trip(kafka_broker: EmbeddedBroker, unique_topic:
     state the server published after the previous one."""
     reports, states = unique_topic("reports", partitions=1), unique_topic("state", compacted=True)
     params = HgLdpParams("cnr", 3.0, D, K)
-    server = HgLdpServer(params, rng=SeededRandomSource(11))
-    server.warm_up(_skewed(40, 2))
-    server.start_statistics()
+    server = _warm_server(params, 11)
     values = _skewed(600, 3)
     with LdpServerLoop(
         kafka_broker.bootstrap, server, deployment="dep-b", reports_topic=reports, state_topic=states

@@ -2,8 +2,10 @@
 
 :func:`private_ldp_heavy_hitters` takes the user's stream of client reports — each randomised on
 the client by the scheme's randomiser (:func:`privstream.ldp.make_client`), as an
-:class:`~privstream.ldp.LdpReport` or as the Avro ``LdpReport`` message that ``privstream produce
---ldp`` and :class:`~privstream.connectors.ldp_producer.LdpProducer` write to Kafka — and returns :class:`PrivateLdpHeavyHitters`: the ``LdpRelease`` dicts (the debiased top-k of the
+:class:`~privstream.ldp.LdpReport` or an :class:`~privstream.ldp.randomiser.LdpReportBatch`
+(``encode_many``: many reports against one state), or as the Avro ``LdpReport`` /
+``LdpReportBatch`` message that ``privstream produce --ldp`` and
+:class:`~privstream.connectors.ldp_producer.LdpProducer` write to Kafka — and returns :class:`PrivateLdpHeavyHitters`: the ``LdpRelease`` dicts (the debiased top-k of the
 heavy part, one per ``epoch_reports`` applied reports), the public states the clients must follow
 (:class:`~privstream.ldp.PublicState`, a new version every ``state_every`` reports when it changed),
 and the rejected reports with their reasons.
@@ -32,10 +34,11 @@ from pyflink.common import Row, Types
 from pyflink.datastream import DataStream
 
 from privstream.connectors.avro_codec import decode, encode
-from privstream.connectors.ldp_producer import report_to_record
+from privstream.connectors.ldp_producer import batch_to_record, report_to_record
 from privstream.connectors.ldp_state import state_from_record
 from privstream.flink.streams import PICKLED, check_argument
 from privstream.ldp import LdpReport
+from privstream.ldp.randomiser import LdpReportBatch
 from privstream.operators.kafka_io import BYTES, SOURCE_ROW
 from privstream.operators.ldp_logic import LdpServerSettings
 from privstream.operators.ldp_operator import STATE, LdpServerFunction
@@ -53,15 +56,18 @@ class PrivateLdpHeavyHitters(NamedTuple):
     rejected: DataStream  #: Rejected(element=the report's message bytes, reason): reports not applied
 
 
-def _report_message(report: LdpReport) -> bytes:
-    """``report`` as the Avro ``LdpReport`` message the LDP producer writes."""
+def _report_message(report: LdpReport | LdpReportBatch) -> bytes:
+    """``report`` as the Avro ``LdpReport`` or ``LdpReportBatch`` message the LDP producer writes."""
+    if isinstance(report, LdpReportBatch):
+        return encode("LdpReportBatch", batch_to_record(report))
     return encode("LdpReport", report_to_record(report))
 
 
 def _as_row(element: Any) -> Row:
-    """A report element as the server operator's input row ``(payload, partition, offset)``; the
-    partition and offset (-1: not from Kafka) only fill a rejected report's dead-letter record."""
-    if isinstance(element, LdpReport):
+    """A report (or batch) element as the server operator's input row ``(payload, partition,
+    offset)``; the partition and offset (-1: not from Kafka) only fill a dead-letter record (a
+    batch decoded once and applied report by report: :mod:`privstream.operators.ldp_logic`)."""
+    if isinstance(element, LdpReport | LdpReportBatch):
         element = _report_message(element)
     payload = bytes(element) if isinstance(element, bytes | bytearray) else repr(element).encode()
     return Row(payload, -1, -1)

@@ -82,17 +82,23 @@ class DebiasedHeavyPart:
 
     def weakest(self) -> tuple[int, Fraction]:
         """(item, count) of the weakest cell; ties go to the smallest item ID (deterministic)."""
-        if self._weakest is None:
-            item, stored = min(self._cells.items(), key=lambda cell: (cell[1], cell[0]))
-            self._weakest = (item, stored)
+        if self._weakest is None:  # the least count, then the least ID among its cells (no tuple
+            # keys: one exact Fraction comparison per cell, then cheap equality tests)
+            stored = min(self._cells.values())
+            self._weakest = (min(item for item, value in self._cells.items() if value == stored), stored)
         item, stored = self._weakest
         return item, stored - self._shift
 
     def ed_ratio(self) -> Fraction:
-        """ED counts per current-phase count: ``unit / s_cur`` (1 in warm-up or without a unit)."""
+        """ED counts per current-phase count: ``unit / s_cur`` (1 in warm-up or without a unit;
+        kept per (unit, phase): it is asked for at every decay)."""
         if self.unit is None or self.phase == WARM_UP:
             return Fraction(1)
-        return self.unit / self.phase.scale
+        cached = getattr(self, "_ratio", None)  # (unit, phase, ratio); absent in older checkpoints
+        if cached is None or cached[0] is not self.unit or cached[1] is not self.phase:
+            cached = (self.unit, self.phase, self.unit / self.phase.scale)
+            self._ratio = cached
+        return cached[2]
 
     def ed_weakest(self) -> tuple[int, Fraction]:
         """(item, count) of the weakest cell in ED's unit (``unit·f̂``; the raw count in warm-up)."""
@@ -116,7 +122,12 @@ class DebiasedHeavyPart:
 
     def decay(self, item: int, amount: Fraction | int = 1) -> None:
         self._cells[item] -= amount
-        self._weakest = None
+        if self._weakest is not None and self._weakest[0] == item and amount > 0:
+            # the weakest cell only got weaker: it stays the minimum (ties to the smallest ID
+            # included, its count is now below every other), so no rescan of the k cells
+            self._weakest = (item, self._cells[item])
+        else:
+            self._weakest = None
 
     def replace(self, old: int | None, new: int) -> None:
         """``new`` takes ``old``'s cell (or a free one) with raw count 0 before now, plus this hit."""
