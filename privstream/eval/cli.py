@@ -85,6 +85,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--param", action="append", type=_param, metavar="KEY=VALUE", help="study parameter (repeatable)"
     )
     parser.add_argument("--tiny", action="store_true", help="tiny fast settings (seconds; for tests)")
+    parser.add_argument(
+        "--report",
+        metavar="PAGE",
+        help="also write the run as a Markdown page with its plots (e.g. docs/eval/<study>.md: the site's page)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
@@ -100,6 +105,36 @@ def _print_list() -> None:
     print("workloads (--workload NAME or NAME:key=value,...):")
     for name, text in describe_workloads():
         print(f"  {name:<16} {text}")
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The options of this run as a command line (what a report says made it), ``--out`` left out."""
+    out = [args.study]
+    for option, value in (
+        ("--tiny", args.tiny),
+        ("--seed", args.seed if args.seed else None),
+        ("--reps", args.reps),
+        ("--max-events", args.max_events),
+        ("--delta", args.delta),
+        ("--beta", args.beta),
+        ("--top", args.top),
+        ("--gamma", args.gamma),
+    ):
+        if value is True:
+            out.append(option)
+        elif value not in (None, False):
+            out += [option, str(value)]
+    for spec in args.workload or ():
+        out += ["--workload", spec]
+    if args.k:
+        out += ["--k", ",".join(map(str, args.k))]
+    if args.epsilon:
+        out += ["--epsilon", ",".join(map(str, args.epsilon))]
+    for key, value in args.param or ():
+        out += ["--param", f"{key}={value}"]
+    if args.no_plots:
+        out.append("--no-plots")
+    return [*out, "--report", args.report]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,6 +178,13 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"privstream eval: {exc}", file=sys.stderr)
         return 2
+    if args.report:
+        import shlex
+
+        from privstream.eval.report import write_report
+
+        command = shlex.join(["privstream", "eval", *(argv_of(args))])
+        write_report(outcome, args.report, command)
     print(format_claims(outcome.claims))
     print(f"{len(outcome.tables['runs'])} runs in {outcome.seconds:.1f} s; results in {outcome.out_dir}/:")
     print("  " + " ".join(sorted(p.name for p in outcome.files)))
