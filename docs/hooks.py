@@ -84,7 +84,8 @@ def cli_markdown() -> str:
         out.append(f"{'#' * (depth + 1)} {prog}\n")
         if parser.description:
             out.append(f"{parser.description}\n")
-        usage = parser.format_usage().removeprefix("usage: ").strip()
+        first, *rest = parser.format_usage().removeprefix("usage: ").rstrip().splitlines()
+        usage = "\n".join([first, *(line.removeprefix(" " * len("usage: ")) for line in rest)])
         out.append(f"```text\n{usage}\n```\n")
         rows = [row for action in parser._actions if (row := _option_row(action))]
         if rows:
