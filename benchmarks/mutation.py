@@ -463,6 +463,7 @@ MODULES: tuple[Module, ...] = (
         "sketches",
         (
             "privstream/sketches/misra_gries.py",
+            "privstream/sketches/counter_sketch.py",
             "privstream/sketches/kernels.py",
             "privstream/sketches/merge.py",
         ),
@@ -494,6 +495,9 @@ MODULES: tuple[Module, ...] = (
             "Alg1Arrays.dummies",
             "_sorted_by_key",
             "StandardMisraGries.update",
+            "StandardMisraGries.update_batch",
+            "CounterSketch._standard_update",
+            "CounterSketch._standard_steps",
             "kth_largest",
             "mg_merge",
             "merge_in_order",

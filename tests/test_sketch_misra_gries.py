@@ -145,8 +145,36 @@ def test_batch_update_equals_item_by_item_whatever_the_cuts(stream, cuts, k, as_
     assert batched.slots() == sequential.slots() and batched.decrements == sequential.decrements
     assert batched.n == len(stream)
     std_seq, std_batch = standard(k, stream), StandardMisraGries(k)
-    std_batch.update_batch(stream)
+    for lo, hi in zip(bounds, bounds[1:], strict=False):  # the inlined int loop (issue 25), cut anywhere
+        part = stream[lo:hi]
+        std_batch.update_batch(np.array(part, dtype=np.int64) if as_array else part)
     assert std_batch.build is Build.STANDARD_SEQUENTIAL and std_batch.counters() == std_seq.counters()
+    assert std_batch.n == std_seq.n == len(stream) and std_batch.to_bytes() == std_seq.to_bytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(before=small_streams, stream=small_streams, k=ks, start=st.sampled_from(["str", "merged", "restored"]))
+def test_standard_int_batch_continues_any_state_like_the_item_loop(before, stream, k, start) -> None:
+    """The inlined int loop of StandardMisraGries.update_batch starts from any state the item loop
+    can: str keys stored, counters held as a merged summary, a restored sketch."""
+
+    def initial() -> StandardMisraGries:
+        sketch = StandardMisraGries(k)
+        if start == "str":
+            for x in ["a", *before, "b", "a"]:
+                sketch.update(x)
+        elif start == "merged":
+            sketch.merge(standard(k, before))
+        else:
+            sketch = StandardMisraGries.from_bytes(standard(k, before).to_bytes())
+        return sketch
+
+    looped, batched = initial(), initial()
+    for x in stream:
+        looped.update(x)
+    batched.update_batch(np.array(stream, dtype=np.int64))
+    assert batched.counters() == looped.counters() and batched.n == looped.n
+    assert batched.to_bytes() == looped.to_bytes() and batched.build is looped.build
 
 
 @pytest.mark.parametrize(

@@ -260,6 +260,10 @@ class PCC:
         punctuations; the privacy guarantee is then unchanged (module docstring, "Many items per
         step"). Items are validated before any state changes."""
         xs = [normalize_item(x) for x in items]
+        # one int64 array for every level's core when all items are ints (its inlined MG loop)
+        feed: list[Item] | np.ndarray = (
+            np.array(xs, dtype=np.int64) if xs and all(type(x) is int for x in xs) else xs
+        )
         p = self.params
         if len(xs) != 1:
             self._many = True
@@ -267,7 +271,7 @@ class PCC:
         for i, core in enumerate(self._cores):
             if core is None:  # t = (j−1)W_i + 1: block j of level i starts
                 core = self._cores[i] = StandardMisraGries(p.level_beta(i))
-            core.update_batch(xs)  # StandardMisraGries: exactly item by item
+            core.update_batch(feed)  # StandardMisraGries: exactly item by item
         released = completed_at(p, t)
         for block in released:
             core = self._cores[block.level]

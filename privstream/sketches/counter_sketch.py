@@ -24,6 +24,7 @@ load → ``update_batch`` → store therefore costs O(k) numpy work, never k Pyt
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar, Self
 
 import numpy as np
@@ -139,13 +140,20 @@ class CounterSketch(KeyedSketch):
 
     def _standard_update(self, x: Item) -> None:
         """Standard MG step: increment, insert into a free counter, or decrement all and drop zeros."""
-        counters = self._write()
-        if x in counters:
-            counters[x] += 1
-        elif len(counters) < self._k:
-            counters[x] = 1
-        else:
-            self._counters = {y: c - 1 for y, c in counters.items() if c > 1}
+        self._standard_steps((x,))
+
+    def _standard_steps(self, xs: Iterable[Item]) -> None:
+        """The standard MG step for each of the valid keys ``xs`` in order, in one loop over one dict
+        (``n`` is the caller's)."""
+        counters, k = self._write(), self._k
+        for x in xs:
+            if x in counters:
+                counters[x] += 1
+            elif len(counters) < k:
+                counters[x] = 1
+            else:
+                counters = {y: c - 1 for y, c in counters.items() if c > 1}
+        self._counters = counters
 
     # ------------------------------------------------------------------ bytes
     def _extra_params(self) -> list[int]:
