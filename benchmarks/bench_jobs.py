@@ -16,7 +16,8 @@ creation, JVM start included) to its last release:
   the time to the last of its ⌊n_shard / W⌋ releases per shard;
 - **continual-monitor** (PDCH-LU, one node per partition), with an ``EpochWatermark`` per 1 s of
   event time: the time to the last step's release;
-- **ldp**: the LDP producer (vectorised client randomisation, batched ``LdpReportBatch`` messages)
+- **ldp** (its own broker and a Normal stream, d = 1,000): the LDP producer (vectorised client
+  randomisation, batched ``LdpReportBatch`` messages)
   and the ``ldp-heavy-hitters`` job over its reports (``benchmarks/bench_ldp_job.py``);
 - **scale-out**: heavy-hitters at k = 256 with ``--parallelism`` 1 and 2, submitted with
   ``bin/flink run -py`` to PyFlink's own standalone cluster with two TaskManagers of one slot each
@@ -368,7 +369,7 @@ def main() -> int:
         if "ldp" in only:
             import bench_ldp_job
 
-            for row in bench_ldp_job.bench_rows(bootstrap, opts.ldp_reports):
+            for row in bench_ldp_job.bench_rows(opts.ldp_reports):  # its own broker and stream
                 add(Row(*row))
         if "scale-out" in only:
             for row in run_cluster(bootstrap, "bench-events", stops, n, tmp, restart):

@@ -133,6 +133,13 @@ def logic_rates(items: list[int], state_every: int, batch: int) -> dict[str, flo
 
 
 def job_rate(reports: int, epoch: int, batch: int) -> float:
+    """Reports/s of the job between its first and its last release (JVM and worker start excluded)."""
+    return job_rates(reports, epoch, batch)[0]
+
+
+def job_rates(reports: int, epoch: int, batch: int) -> tuple[float, float]:
+    """Reports/s of the job (between its first and last release; from its submission to its last
+    release, JVM start included: ``benchmarks/bench_jobs.py``'s measure)."""
     from kafka import KafkaConsumer, KafkaProducer
     from privstream.connectors.avro_codec import decode
 
@@ -164,6 +171,7 @@ def job_rate(reports: int, epoch: int, batch: int) -> float:
             config.releases_topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
             isolation_level="read_committed", fetch_max_wait_ms=100,
         )  # fmt: skip
+        submitted = time.time()  # the releases' release_time is the operator's wall clock
         job = start(config)
         seen: dict[int, float] = {}
         deadline = time.monotonic() + 900
@@ -179,7 +187,27 @@ def job_rate(reports: int, epoch: int, batch: int) -> float:
             job.cancel().result()
             consumer.close()
         first, last = min(seen), max(seen)
-        return (last - first) / (seen[last] - seen[first])
+        return (last - first) / (seen[last] - seen[first]), last / (seen[last] - submitted)
+
+
+def bench_rows(reports: int, batch: int = 1000) -> list[tuple[str, str, int, float, str]]:
+    """``benchmarks/bench_jobs.py``'s LDP rows: (job, setting, reports, seconds, note)."""
+    values = (normal_items(reports + 5000, domain=D, std=10, seed=1) - 1).tolist()
+    producer = producer_rates(values, batch)
+    _, from_submission = job_rates(reports, 1000, batch)
+    setting = f"CNR, d = {D}, k = {K}, ε = 1"
+    note = "LDP rows: reports, not events; the producer times submit/submit_many to the broker's ack"
+    return [
+        ("LDP producer", f"{setting}, one report per message", 20_000, 20_000 / producer["single"], note),
+        (
+            "LDP producer",
+            f"{setting}, batches of {batch:,}",
+            len(values),
+            len(values) / producer["batched"],
+            note,
+        ),
+        ("ldp-heavy-hitters", f"{setting}, batches of {batch:,}", reports, reports / from_submission, note),
+    ]
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ report, not per message: a state is due when the applied count reaches a multipl
 ``state_every`` and a release when it reaches a multiple of ``epoch_reports``, also in the middle
 of a batch, so a batch may cross several epochs and its outputs come in report order. Hence the
 releases and states made from a batched stream equal those made from the same reports sent one per
-message (tests/test_ldp_job_logic.py checks it). Only the re-announcement rule below is evaluated
+message (tests/test_ldp_batches.py checks it). Only the re-announcement rule below is evaluated
 once per message. **Refusals in a batch** (the dead-letter policy):
 
 * the whole batch is one dead letter — the original message bytes, the reason, nothing of it
