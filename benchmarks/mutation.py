@@ -1161,6 +1161,22 @@ def _one_line(text: str) -> str:
     return " ⏎ ".join(text.splitlines())
 
 
+def _previous_run(name: str) -> tuple[list[Mutant], int] | None:
+    """A unit's in-scope mutants and out-of-scope count as the committed report last recorded them
+    (for a unit without a workspace here, e.g. on a fresh clone that ran only other units); the
+    equivalents are applied again, so the entries' current reasons and staleness hold."""
+    if not REPORT_JSON.exists():
+        return None
+    previous = json.loads(REPORT_JSON.read_text())
+    if name not in previous.get("mutants", {}):
+        return None
+    mutants = [Mutant(**m) for m in previous["mutants"][name]]
+    for m in mutants:
+        if m.status == "equivalent":
+            m.status, m.reason = "survived", None
+    return mutants, int(previous["modules"][name].get("out_of_scope", 0))
+
+
 def write_report(names: Sequence[str]) -> dict[str, dict[str, int | float]]:
     equivalents = load_equivalents()
     table: dict[str, dict[str, int | float]] = {}
@@ -1168,10 +1184,17 @@ def write_report(names: Sequence[str]) -> dict[str, dict[str, int | float]]:
     stale: list[dict[str, str]] = list(equivalents)
     for name in names:
         module = BY_NAME[name]
-        if not (WORK / name / "line_origins.json").exists():
-            continue
-        everything = collect(module)
-        if not everything:  # a workspace without a run
+        everything = collect(module) if (WORK / name / "line_origins.json").exists() else []
+        if not everything:  # no run here: keep the unit's last recorded run
+            kept = _previous_run(name)
+            if kept is None:
+                continue
+            mutants, out_of_scope = kept
+            unused = apply_equivalents(mutants, equivalents)
+            stale = [e for e in stale if e in unused]
+            table[name] = summarise(mutants)
+            table[name]["out_of_scope"] = out_of_scope
+            listing[name] = mutants
             continue
         mutants = [m for m in everything if module.in_scope(m.function)]
         unused = apply_equivalents(mutants, equivalents)
