@@ -173,6 +173,52 @@ def run_with_checkpoint_sampling(config: HeavyHittersConfig, ckpt_dir: Path) -> 
     return seconds, [sizes[k] for k in sorted(sizes, key=lambda p: int(p.rsplit("-", 1)[1]))]
 
 
+def part1(opts: argparse.Namespace, bootstrap: str, tmp: str, results: dict[str, Any]) -> bool:
+    """Part 1 (module docstring); False: stop after it (``--skip-naive``)."""
+    t0 = time.monotonic()
+    stops = produce(bootstrap, "bench-events", opts.events, opts.partitions, opts.batch, seed=1)
+    print(f"produced {opts.events:,} events in {time.monotonic() - t0:.1f} s; end offsets {stops}")
+    per_partition_msgs = -(-opts.naive_events // opts.batch // opts.partitions)
+    naive_stops = {p: min(o, per_partition_msgs) for p, o in stops.items()}
+    naive_events = sum(naive_stops.values()) * opts.batch
+    ps_secs = run_privstream(
+        job_config(
+            bootstrap,
+            "bench-events",
+            k=opts.k,
+            release_mode=opts.release_mode,
+            epoch=opts.events,
+            stop_offsets=stops,
+            checkpoint_dir=f"{tmp}/ps",
+        )
+    )
+    print(f"privstream job (k={opts.k}): {opts.events / ps_secs:,.0f} events/s")
+    if opts.skip_naive:
+        print(json.dumps({"k": opts.k, "events": opts.events, "seconds": round(ps_secs, 2)}))
+        return
+    naive_secs = run_naive(bootstrap, "bench-events", naive_stops)
+    ps_rate, naive_rate = opts.events / ps_secs, naive_events / naive_secs
+    results["throughput"] = {
+        "privstream": {
+            "events": opts.events,
+            "seconds": round(ps_secs, 2),
+            "events_per_s": round(ps_rate),
+        },
+        "naive_per_record": {
+            "events": naive_events,
+            "seconds": round(naive_secs, 2),
+            "events_per_s": round(naive_rate),
+        },
+        "speedup": round(ps_rate / naive_rate, 1),
+    }
+    print(f"privstream job : {opts.events:>10,} events in {ps_secs:6.1f} s = {ps_rate:>10,.0f} events/s")
+    print(
+        f"naive per-record: {naive_events:>10,} events in {naive_secs:6.1f} s = {naive_rate:>10,.0f} events/s"
+    )
+    print(f"speed-up: {ps_rate / naive_rate:.1f}x (target >= 10x)")
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2_000_000)
@@ -180,56 +226,18 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--lengths", default="250000,1000000,4000000", help="part 2 stream lengths")
-    parser.add_argument("--k", type=int, default=256, help="MG counters per partition (part 1)")
+    parser.add_argument("--k", type=int, default=256, help="MG counters per partition")
     parser.add_argument("--release-mode", choices=("per-shard", "merged"), default=None, help="(part 1)")
     parser.add_argument("--skip-naive", action="store_true", help="part 1: time only the privstream job")
     parser.add_argument("--skip-part2", action="store_true")
+    parser.add_argument("--only-part2", action="store_true", help="only the checkpoint sizes (part 2)")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
     results: dict[str, Any] = {}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="bench-flink-") as tmp:
         bootstrap = broker.bootstrap
-        t0 = time.monotonic()
-        stops = produce(bootstrap, "bench-events", opts.events, opts.partitions, opts.batch, seed=1)
-        print(f"produced {opts.events:,} events in {time.monotonic() - t0:.1f} s; end offsets {stops}")
-        per_partition_msgs = -(-opts.naive_events // opts.batch // opts.partitions)
-        naive_stops = {p: min(o, per_partition_msgs) for p, o in stops.items()}
-        naive_events = sum(naive_stops.values()) * opts.batch
-        ps_secs = run_privstream(
-            job_config(
-                bootstrap,
-                "bench-events",
-                k=opts.k,
-                release_mode=opts.release_mode,
-                epoch=opts.events,
-                stop_offsets=stops,
-                checkpoint_dir=f"{tmp}/ps",
-            )
-        )
-        print(f"privstream job (k={opts.k}): {opts.events / ps_secs:,.0f} events/s")
-        if opts.skip_naive:
-            print(json.dumps({"k": opts.k, "events": opts.events, "seconds": round(ps_secs, 2)}))
+        if not opts.only_part2 and not part1(opts, bootstrap, tmp, results):
             return
-        naive_secs = run_naive(bootstrap, "bench-events", naive_stops)
-        ps_rate, naive_rate = opts.events / ps_secs, naive_events / naive_secs
-        results["throughput"] = {
-            "privstream": {
-                "events": opts.events,
-                "seconds": round(ps_secs, 2),
-                "events_per_s": round(ps_rate),
-            },
-            "naive_per_record": {
-                "events": naive_events,
-                "seconds": round(naive_secs, 2),
-                "events_per_s": round(naive_rate),
-            },
-            "speedup": round(ps_rate / naive_rate, 1),
-        }
-        print(f"privstream job : {opts.events:>10,} events in {ps_secs:6.1f} s = {ps_rate:>10,.0f} events/s")
-        print(
-            f"naive per-record: {naive_events:>10,} events in {naive_secs:6.1f} s = {naive_rate:>10,.0f} events/s"
-        )
-        print(f"speed-up: {ps_rate / naive_rate:.1f}x (target >= 10x)")
         if not opts.skip_part2:
             rows = []
             for n in (int(x) for x in opts.lengths.split(",")):
@@ -240,6 +248,7 @@ def main() -> None:
                     job_config(
                         bootstrap,
                         topic,
+                        k=opts.k,
                         epoch=n,
                         checkpoint_interval=timedelta(seconds=1),
                         stop_offsets=stops,

@@ -9,8 +9,9 @@ creation, JVM start included) to its last release:
   the same events, one JSON record per event (the engine's native Kafka source and JSON format,
   bounded at the topic's end, into a ``blackhole`` sink);
 - **heavy-hitters** at k = 256, 4,096 and 65,536 per partition (one epoch of the whole stream,
-  per-shard PMG), and at k = 256 on the same events sent one event per message
-  (``--single-events``, a prefix of the stream);
+  per-shard PMG), at k = 256 with ``--parallelism 2`` (two Python workers in the local
+  MiniCluster), and at k = 256 on the same events sent one event per message (``--single-events``,
+  a prefix of the stream; the sliding-window job's short window too);
 - **sliding-window** (DPSW-Sketch, count-based windows per shard): a short window a user would try
   first (``w`` = 100,000, W = 10,000) and the paper's scale (``w`` = 10^6, W = 10^5; DPSW App. A);
   the time to the last of its ⌊n_shard / W⌋ releases per shard;
@@ -85,7 +86,7 @@ class Row:
     events: int
     seconds: float
     note: str = ""
-    cores: float = 0.0  #: cores busy on average while the row ran (the whole machine)
+    cores: float | None = None  #: cores busy on average while the row ran (the whole machine)
 
     @property
     def rate(self) -> float:
@@ -277,7 +278,7 @@ def table(rows: list[Row], reference: Row | None) -> str:
         ratio = f"{row.rate / reference.rate:.2f}×" if reference and row is not reference else ""
         lines.append(
             f"| {row.job} | {row.setting} | {row.events:,} | {row.seconds:.1f} | {row.rate:,.0f} | {ratio} "
-            f"| {row.cores:.2f} |"
+            f"| {'—' if row.cores is None else f'{row.cores:.2f}'} |"
         )
     notes = sorted({r.note for r in rows if r.note})
     return "\n".join(lines + [""] + [f"- {note}" for note in notes] if notes else lines)
@@ -312,8 +313,9 @@ def main() -> int:
         nonlocal cores
         cores = busy_cores()
 
-    def add(row: Row) -> None:
-        row.cores = cores()
+    def add(row: Row, measured: bool = True) -> None:
+        """``measured``: the row alone ran since the last restart() (else no cores are shown)."""
+        row.cores = cores() if measured else None
         restart()
         rows.append(row)
         print(f"{row.job:>18} | {row.setting:<48} | {row.events:>10,} events | {row.seconds:7.1f} s | "
@@ -338,6 +340,12 @@ def main() -> int:
                     releases_topic=f"hh{k}-releases", ledger_topic=f"hh{k}-ledger", ledger_id=f"bench/hh{k}",
                 ))  # fmt: skip
                 add(Row("heavy-hitters", f"k = {k:,}, per-shard PMG", n, seconds))
+            seconds = run_privstream(job_config(
+                bootstrap, "bench-events", k=256, epoch=n, stop_offsets=stops, checkpoint_dir=f"{tmp}/hh-p2",
+                releases_topic="hh-p2-releases", ledger_topic="hh-p2-ledger", ledger_id="bench/hh-p2",
+                parallelism=2,
+            ))  # fmt: skip
+            add(Row("heavy-hitters", "k = 256, --parallelism 2 (the local MiniCluster)", n, seconds))
         if "hh-single" in only:
             m = opts.single_events
             single = produce(bootstrap, "bench-single", m, parts, 1, seed=1)
@@ -370,7 +378,7 @@ def main() -> int:
             import bench_ldp_job
 
             for row in bench_ldp_job.bench_rows(opts.ldp_reports):  # its own broker and stream
-                add(Row(*row))
+                add(Row(*row), measured=False)  # three rows from one call
         if "scale-out" in only:
             for row in run_cluster(bootstrap, "bench-events", stops, n, tmp, restart):
                 add(row)
