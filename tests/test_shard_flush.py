@@ -118,3 +118,91 @@ def test_a_message_costs_its_events_not_the_sketch() -> None:
     feed(f, payloads)
     assert len(writes) == 200 // FLUSH_EVERY  # one sketch write per flush, none per message
     assert len(f.since.state.get()) == 200 % FLUSH_EVERY
+
+
+# ------------------------------------------------------------------ the continual-monitor's nodes
+
+
+def node_function(state: dict[str, Any] | None = None) -> Any:
+    """The continual node operator (typed mode) on stub state, as ``open()`` leaves it."""
+    from privstream.operators.continual_operator import ContinualNodeFunction
+
+    from tests.test_continual_logic import HOOKS, settings
+
+    f = ContinualNodeFunction(settings(universe=600, window=4, step_ms=250), "t", HOOKS, typed=True)
+    state = state or {
+        "sketches": MapStateStub(), "progress": ValueStateStub(), "since": ListStateStub(),
+        "protocol": ValueStateStub(),
+    }  # fmt: skip
+    f.sketches, f.progress, f.protocol = state["sketches"], state["progress"], state["protocol"]
+    f.since, f._protocol_size = UnflushedMessages(state["since"]), 0
+    return f
+
+
+def node_state(f: Any) -> dict[str, Any]:
+    return copy.deepcopy(
+        {"sketches": f.sketches, "progress": f.progress, "since": f.since.state, "protocol": f.protocol}
+    )
+
+
+def decode_update(data: bytes) -> dict[str, Any]:
+    """A ContinualUpdate record without its wall-clock ``update_time``."""
+    from privstream.connectors.avro_codec import decode
+
+    record = decode(data)[1]
+    del record["update_time"]
+    return record
+
+
+def node_updates(f: Any, payloads: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for payload in payloads:
+        for item in f.process_element(TypedEvent(0, payload, None), ContextStub()):
+            assert isinstance(item, bytes), item  # nothing late or rejected in these streams
+            out.append(decode_update(item))
+    return out
+
+
+def test_a_continual_node_restored_from_any_checkpoint_sends_identical_updates() -> None:
+    """The node's open steps and protocol live in memory between messages (issue 25); a restore
+    from a checkpoint before any message — the written steps, protocol and progress plus the
+    messages since — sends the same updates as the Flink-free node fed the whole stream."""
+    from privstream.operators.continual_logic import ContinualNode
+
+    from tests.test_continual_logic import HOOKS, settings
+
+    payloads = messages(SketchSpec("mg", 16), seed=9)
+    node = ContinualNode(
+        0, settings(universe=600, window=4, step_ms=250), None, {}, ShardProgress(), hooks=HOOKS
+    )
+    reference = [decode_update(u) for payload in payloads for u in node.add(payload)[0]]
+    live = node_function()
+    emitted: list[dict[str, Any]] = []
+    checkpoints = {}
+    for i, payload in enumerate(payloads):
+        checkpoints[i] = (node_state(live), len(emitted))  # a checkpoint before message i
+        emitted += node_updates(live, [payload])
+    assert len(emitted) >= 15 and emitted == reference
+    assert any(u["updates"] for u in reference)  # the protocol released something
+    for i in (1, 30, 63, 64, 65, 100, 149):
+        state, already = checkpoints[i]
+        restored = node_function(copy.deepcopy(state))
+        assert emitted[:already] + node_updates(restored, payloads[i:]) == reference, i
+
+
+def test_a_continual_node_message_writes_no_step_until_a_flush() -> None:
+    """Between flushes a message that closes no step writes neither its step's items nor the
+    protocol: O(its events), not O(the open step)."""
+    from privstream.operators.unflushed import FLUSH_EVERY
+
+    f = node_function()
+    writes: list[int] = []
+    put = f.sketches.put
+    f.sketches.put = lambda key, value: (writes.append(len(value)), put(key, value))  # type: ignore[method-assign]
+    payloads = [WatermarkPayload("clock", 0)]  # message 1; then 200 of 50 events, all in one step
+    payloads += [EventPayload(np.full(50, i, np.int64), np.full(50, 10, np.int64)) for i in range(200)]
+    assert node_updates(f, payloads) == []
+    flushes = len(payloads) // FLUSH_EVERY
+    assert writes == [8 * 50 * (j * FLUSH_EVERY - 1) for j in range(1, flushes + 1)]  # the step, per flush
+    assert f.protocol.value() is None  # no step closed: the protocol was never written
+    assert len(f.since.state.get()) == len(payloads) % FLUSH_EVERY
