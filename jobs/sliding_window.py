@@ -263,3 +263,15 @@ def run_plan(config: SlidingWindowConfig, web_ui: str | None) -> RunPlan:
         per_release=f"(ε={s.epsilon:g}, δ={s.delta:g}) charged once for the whole run",
         total=f"(ε={total_epsilon:g}, δ={total_delta:g})",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m privstream.jobs.sliding_window", description=__doc__.splitlines()[0]
+    )
+    configure(parser)
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

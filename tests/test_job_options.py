@@ -101,6 +101,23 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 
 @pytest.mark.parametrize("job", JOBS)
+def test_every_job_file_runs_as_a_script(job: str) -> None:
+    """``flink run -py jobs/<job>.py …`` (docs/deploy.md) runs the file as ``__main__``: each job file
+    parses its command line there (the sliding-window file printed nothing and submitted nothing)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    module, _ = JOBS[job]
+    proc = subprocess.run(
+        [sys.executable, str(Path(module.__file__)), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "--bootstrap" in proc.stdout, proc.stdout + proc.stderr
+    # every job but the LDP server (one sequential HeavyGuardian server) scales its shards
+    assert ("--parallelism" in proc.stdout) == (job != "ldp-heavy-hitters")
+
+
+@pytest.mark.parametrize("job", JOBS)
 def test_every_option_of_a_job_is_a_field_of_its_config(job: str) -> None:
     module, config = JOBS[job]
     parser = argparse.ArgumentParser()
