@@ -20,9 +20,14 @@ creation, JVM start included) to its last release:
 - **ldp** (its own broker and a Normal stream, d = 1,000): the LDP producer (vectorised client
   randomisation, batched ``LdpReportBatch`` messages)
   and the ``ldp-heavy-hitters`` job over its reports (``benchmarks/bench_ldp_job.py``);
-- **scale-out**: heavy-hitters at k = 256 with ``--parallelism`` 1 and 2, submitted with
-  ``bin/flink run -py`` to PyFlink's own standalone cluster with two TaskManagers of one slot each
-  (the job's duration as the JobManager reports it: submission to end, client start excluded).
+- **scale-out**: heavy-hitters (k = 256), sliding-window (paper scale) and continual-monitor with
+  ``--parallelism`` 1 and 2, submitted with ``bin/flink run -py jobs/<job>.py`` to PyFlink's own
+  standalone cluster with two TaskManagers of one slot each (heavy-hitters: the job's duration as
+  the JobManager reports it, client start excluded; the unbounded two: from the job's start on the
+  JobManager to its last release read). The LDP server is one sequential HeavyGuardian and has no
+  ``--parallelism``. Which sub-task holds which shard is Flink's key-group hash
+  (docs/deploy.md): use ``--partitions 4`` for a 2 + 2 split at parallelism 2 (with 2 partitions
+  both shards land in sub-task 0).
 
 Unbounded jobs (sliding-window, continual-monitor, ldp) are cancelled once their last release was
 read (``read_committed``: a release counts when its checkpoint committed it, so the time includes
@@ -236,34 +241,86 @@ def run_continual(bootstrap: str, topic: str, partitions: int, steps: int, step_
                            lambda records: len({r["epoch"] for r in records}) >= steps)  # fmt: skip
 
 
+def _new_job(cluster: Any, state: str, timeout_s: float = 120.0) -> str:
+    """The id of the cluster's one job this benchmark has not timed yet, once it is in ``state``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        jobs = [j for j in cluster.rest("/jobs/overview")["jobs"] if j["jid"] not in _seen]
+        if len(jobs) == 1 and jobs[0]["state"] == state:
+            _seen.add(jobs[0]["jid"])
+            return str(jobs[0]["jid"])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no new job in state {state} after {timeout_s:.0f} s: {jobs}")
+        time.sleep(0.2)
+
+
+def _cancel(cluster: Any, jid: str) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://localhost:{cluster.rest_port}/jobs/{jid}?mode=cancel", method="PATCH"
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+
+
 def run_cluster(
-    bootstrap: str, topic: str, stops: dict[int, int], events: int, tmp: str, restart: Callable[[], None]
+    bootstrap: str,
+    topics: dict[str, str],
+    stops: dict[int, int],
+    events: int,
+    expected: dict[str, Callable[[list[dict]], bool]],
+    tmp: str,
+    restart: Callable[[], None],
 ) -> Iterator[Row]:
-    """heavy-hitters at parallelism 1 and 2 on a standalone cluster of two one-slot TaskManagers
-    (``restart()`` before each submission)."""
+    """Each job at parallelism 1 and 2, submitted with ``bin/flink run -py`` to a standalone cluster
+    of two one-slot TaskManagers (``restart()`` before each submission): heavy-hitters (k = 256,
+    bounded: the JobManager's job duration), then the unbounded sliding-window (paper scale) and
+    continual-monitor jobs (``flink run -d``; from the job's start on the JobManager to its last
+    release read, then cancelled). ``topics``: the events topic of each; ``expected``: when each
+    unbounded job's releases are complete."""
     from tests.flink_fixtures import running_cluster
 
+    hh = ("--epsilon", "1", "--delta", "1e-6", "--k", "256", "--epoch", str(events), "--stop-offsets",
+          ",".join(f"{p}:{o}" for p, o in stops.items()))  # fmt: skip
+    window = ("--window", "1000000", "--substream", "100000", "--alpha", "0.5", "--epsilon", "1", "--delta",
+              "1e-10", "--domain-size", str(UNIVERSE), "--gamma", "0.01", "--queries", "0,1,2,3,4,5,6,7,8,9")  # fmt: skip
+    continual = ("--epsilon", "1", "--lam", "0.0625", "--window", "5", "--universe", str(UNIVERSE),
+                 "--theta", "0.2", "--step", "1s")  # fmt: skip
+    jobs = (("heavy-hitters", hh), ("sliding-window", window), ("continual-monitor", continual))
     with running_cluster(Path(tmp) / "cluster", taskmanagers=2, slots=1) as cluster:
-        for parallelism in (1, 2):
-            restart()
-            name = f"{topic}-p{parallelism}"
-            proc = cluster.submit(
-                ROOT / "jobs" / "heavy_hitters.py",
-                "--bootstrap", bootstrap, "--topic", topic, "--epsilon", "1", "--delta", "1e-6",
-                "--k", "256", "--epoch", str(events), "--parallelism", str(parallelism),
-                "--stop-offsets", ",".join(f"{p}:{o}" for p, o in stops.items()),
-                "--releases-topic", f"{name}-releases", "--ledger-topic", f"{name}-ledger",
-                "--dlq-topic", f"{name}-dlq", "--ledger-id", f"bench/{name}",
-                "--checkpoint-dir", str(cluster.workdir / "checkpoints"),
-                timeout_s=1800,
-            )  # fmt: skip
-            if proc.returncode != 0:
-                raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
-            jobs = cluster.rest("/jobs/overview")["jobs"]
-            [job] = [j for j in jobs if j["state"] == "FINISHED" and j["jid"] not in _seen]
-            _seen.add(job["jid"])
-            yield Row("heavy-hitters", f"k = 256, two TaskManagers, parallelism {parallelism}", events,
-                      job["duration"] / 1000, "JobManager's job duration (client start excluded)")  # fmt: skip
+        for job, options in jobs:
+            for parallelism in (1, 2):
+                name = f"{job}-p{parallelism}"
+                outputs = ["--releases-topic", f"{name}-releases", "--dlq-topic", f"{name}-dlq"]
+                if job != "continual-monitor":
+                    outputs += ["--ledger-topic", f"{name}-ledger", "--ledger-id", f"bench/{name}"]
+                else:
+                    outputs += ["--updates-topic", f"{name}-updates"]
+                script = ROOT / "jobs" / f"{job.replace('-', '_')}.py"
+                args = ["--bootstrap", bootstrap, "--topic", topics[job], *options, *outputs,
+                        "--parallelism", str(parallelism), "--checkpoint-dir", str(cluster.workdir / "checkpoints")]  # fmt: skip
+                restart()
+                bounded = job == "heavy-hitters"
+                proc = cluster.submit(script, *args, timeout_s=1800, detached=not bounded)
+                if proc.returncode != 0:
+                    raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
+                setting = f"two TaskManagers, parallelism {parallelism}"
+                if bounded:
+                    jid = _new_job(cluster, "FINISHED")
+                    seconds = cluster.rest(f"/jobs/{jid}")["duration"] / 1000
+                    yield Row(job, f"k = 256, {setting}", events, seconds, "JobManager's job duration")
+                    continue
+                jid = _new_job(cluster, "RUNNING")
+                wait_releases(bootstrap, f"{name}-releases", expected[job], timeout_s=1800)
+                seconds = time.time() - cluster.rest(f"/jobs/{jid}")["start-time"] / 1000
+                _cancel(cluster, jid)
+                yield Row(
+                    job,
+                    setting,
+                    events,
+                    seconds,
+                    "from the job's start on the JobManager to its last release",
+                )
 
 
 _seen: set[str] = set()
@@ -380,7 +437,20 @@ def main() -> int:
             for row in bench_ldp_job.bench_rows(opts.ldp_reports):  # its own broker and stream
                 add(Row(*row), measured=False)  # three rows from one call
         if "scale-out" in only:
-            for row in run_cluster(bootstrap, "bench-events", stops, n, tmp, restart):
+            steps = produce_punctuated(bootstrap, "cluster-steps", n, parts, opts.batch, step_ms=1000)
+            per_shard = _events_per_partition(n, parts)
+            expected = {
+                "sliding-window": lambda rs: (
+                    len({(r["shard"], r["substream"]) for r in rs}) >= sum(m // 100_000 for m in per_shard)
+                ),
+                "continual-monitor": lambda rs: len({r["epoch"] for r in rs}) >= steps,
+            }
+            topics = {
+                "heavy-hitters": "bench-events",
+                "sliding-window": "bench-events",
+                "continual-monitor": "cluster-steps",
+            }
+            for row in run_cluster(bootstrap, topics, stops, n, expected, tmp, restart):
                 add(row)
     print()
     print(table(rows, reference))
