@@ -332,7 +332,8 @@ def table(rows: list[Row], reference: Row | None) -> str:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        ratio = f"{row.rate / reference.rate:.2f}×" if reference and row is not reference else ""
+        events = not row.note.startswith("LDP")  # reports are not the reference's events
+        ratio = f"{row.rate / reference.rate:.2f}×" if reference and row is not reference and events else ""
         lines.append(
             f"| {row.job} | {row.setting} | {row.events:,} | {row.seconds:.1f} | {row.rate:,.0f} | {ratio} "
             f"| {'—' if row.cores is None else f'{row.cores:.2f}'} |"
