@@ -15,6 +15,7 @@ budget, or every message dead-lettered), 130: Ctrl-C.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 EXIT_STATUS = (
     "Exit status: 0: the run ended normally (a bounded run); 2: refused before Flink started "
@@ -61,3 +62,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return int(args._job_run(args) or 0)
+
+
+def script_main(module: str, doc: str, configure: Any, run: Any, argv: list[str] | None) -> int:
+    """A job file's ``main``: its own command line (``python -m <module>`` / ``flink run -py``)."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    configure(parser)
+    return int(run(parser.parse_args(sys.argv[1:] if argv is None else argv)) or 0)

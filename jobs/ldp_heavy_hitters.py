@@ -187,11 +187,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m privstream.jobs.ldp_heavy_hitters", description=__doc__.splitlines()[0]
-    )
-    configure(parser)
-    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    from privstream.jobs.cli import script_main
+
+    return script_main("privstream.jobs.ldp_heavy_hitters", __doc__ or "", configure, run, argv)
 
 
 if __name__ == "__main__":

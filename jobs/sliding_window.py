@@ -266,11 +266,9 @@ def run_plan(config: SlidingWindowConfig, web_ui: str | None) -> RunPlan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m privstream.jobs.sliding_window", description=__doc__.splitlines()[0]
-    )
-    configure(parser)
-    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    from privstream.jobs.cli import script_main
+
+    return script_main("privstream.jobs.sliding_window", __doc__ or "", configure, run, argv)
 
 
 if __name__ == "__main__":
