@@ -343,18 +343,9 @@ class ContinualNode:
         split = policy.split(payload, self.progress)
         self.late_reason = split.late_reason
         for epoch, piece in split.pieces:
-            items = np.asarray(piece.items, dtype=np.int64).tobytes()
-            step = self.steps.get(epoch)
-            if isinstance(step, bytearray):  # held in memory (the operator's live node): appended in place
-                step += items
-            else:
-                self.steps[epoch] = self._new_step(items) if step is None else step + items
+            items = np.asarray(piece.items, dtype=np.int64)
+            self.steps[epoch] = self.steps.get(epoch, b"") + items.tobytes()
         return self._close_through(policy.closable_through(self.progress)), split.late
-
-    def _new_step(self, items: bytes) -> bytes:
-        """A new open step's items (a subclass that holds its steps in memory returns a bytearray,
-        which later messages extend in place: O(their events), not O(the step))."""
-        return items
 
     def finish(self) -> list[bytes]:
         """End of input: close the steps through the last punctuation; later items are not released."""

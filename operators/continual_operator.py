@@ -2,14 +2,11 @@
 
 :class:`ContinualNodeFunction` is the keyed node operator (one key = one node = one partition of
 the events topic). It is the heavy-hitters sketch operator with the node in place of the shard
-sketcher: the same decoding, dead letters, end of input (``EndMarker`` or the final watermark),
-test faults and state handling (issue 25: the node lives in memory between messages and is
-written when Flink needs it, at most :data:`~privstream.operators.unflushed.FLUSH_EVERY` messages
-apart, the messages since kept in a list); its keyed state is the open steps' items
-(``MapState``), the punctuation clock, the node protocol's state (PCC with its secret noise key,
-Last(x)) and the messages since the last write, all checkpointed with the Kafka offsets, so a
-restore replays exactly the messages after the checkpoint into exactly that state (and the keyed
-noise redraws the same values). Its output is ``ContinualUpdate`` bytes for the
+sketcher: the same decoding, dead letters, end of input (``EndMarker`` or the final watermark) and
+test faults; its keyed state is the open steps' items (``MapState``), the punctuation clock and the
+node protocol's state (PCC with its secret noise key, Last(x)), all checkpointed with the Kafka
+offsets, so a restore replays exactly the messages after the checkpoint into exactly that state
+(and the keyed noise redraws the same values). Its output is ``ContinualUpdate`` bytes for the
 updates topic. :class:`ContinualAggregatorFunction` (one key) reads the updates topic and emits
 ``Release`` bytes, and dead-letters updates of other runs (:class:`~privstream.operators.continual_logic.ForeignUpdate`).
 """
@@ -70,79 +67,53 @@ class ContinualNodeFunction(ShardSketchFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)
         self.protocol = runtime_context.get_state(ValueStateDescriptor("node-protocol", BYTES))
-        self._protocol_size = 0  #: bytes of the protocol state last written (the stateBytes gauge)
+        #: node -> (its protocol state bytes, that state restored), kept between messages so the
+        #: state is not deserialised for every one; reset by every restore (open() runs again)
+        self.loaded: dict[int, tuple[bytes | None, Any]] = {}
+
+    def _commit(self, sketcher: Any, payload: Any, flush: bool) -> None:
+        """Every message: the node's progress (its protocol and open steps write their own state)."""
+        self.progress.update(sketcher.progress.to_bytes())
 
     def _state_bytes(self) -> int:
-        """The ``stateBytes`` gauge: the open steps and progress, plus the protocol state."""
-        return super()._state_bytes() + self._protocol_size
+        """The ``stateBytes`` gauge: the open steps and progress, plus the protocol states."""
+        return super()._state_bytes() + sum(len(b) for b, _ in self.loaded.values() if b is not None)
 
     def _sketcher(self, shard: int) -> Any:
-        """The node's live state (issue 25: O(events) per message): the protocol and the open steps'
-        items stay in memory between messages and are written with the progress when the inherited
-        ``_commit`` flushes (a step closed, the input ended, or every
-        :data:`~privstream.operators.unflushed.FLUSH_EVERY` messages); the messages since are in the
-        ``since-flush`` list. After a restore the node is rebuilt from exactly that: the written
-        protocol, steps and progress, then the messages since, replayed (they emit nothing: a
-        message that closed a step was flushed at once)."""
-        live = self._live.get(shard)
-        if live is None:
-            value = self.protocol.value()
-            store = _MapStateStore(self.sketches, self._sizes.setdefault(shard, {}))
-            live = _LiveNode(
-                shard,
-                self.settings,
-                None if value is None else bytes(value),
-                {epoch: bytearray(store[epoch]) for epoch in store},
-                ShardProgress.from_bytes(self.progress.value()),
-                hooks=self.hooks,
-            )
-            live.attach(store, self)
-            for payload in self.since.restore(shard):
-                replayed, _ = live.add(payload)
-                assert not replayed, "a message that closed a step is written at once, never replayed"
-            self._live[shard] = live
-        return live
-
-    def _write_protocol(self, state: bytes) -> None:
-        self.protocol.update(state)
-        self._protocol_size = len(state)
+        value = self.protocol.value()
+        state = None if value is None else bytes(value)
+        cached = self.loaded.get(shard)
+        node = _SavingNode(
+            shard,
+            self.settings,
+            state,
+            _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
+            ShardProgress.from_bytes(self.progress.value()),
+            cached[1] if cached is not None and cached[0] == state else None,
+            self.hooks,
+        )
+        node.state, node.loaded = self.protocol, self.loaded
+        self.loaded[shard] = (state, node._protocol)
+        return node
 
 
-class _LiveNode(ContinualNode):
-    """A node held in memory between messages, its open steps as bytearrays that messages extend in
-    place; :meth:`flush` writes the open steps changed since the last flush (each whole: a flush
-    costs O(the open steps), at most every FLUSH_EVERY messages), removes the closed ones and, if
-    steps closed since, writes the protocol state to the operator's Flink state."""
+class _SavingNode(ContinualNode):
+    """A node that writes its protocol state back to Flink state (and to the operator's cache of
+    restored protocols) whenever steps close."""
 
-    def attach(self, store: Any, operator: ContinualNodeFunction) -> None:
-        self._store, self._operator = store, operator
-        self._changed: set[int] = set()
-        self._protocol_changed = False
-
-    def _new_step(self, items: bytes) -> bytes:
-        return bytearray(items)
-
-    def add(self, payload: Any) -> tuple[list[bytes], int]:
-        before = {epoch: len(items) for epoch, items in self.steps.items()}
-        out = super().add(payload)
-        self._changed |= {e for e, items in self.steps.items() if before.get(e) != len(items)}
-        return out
+    state: Any
+    loaded: dict[int, tuple[bytes | None, Any]]
 
     def _close_through(self, last: int | None) -> list[bytes]:
+        kept = self.loaded.pop(self.node, None)  # never reuse a protocol left half-changed by an error
         out = super()._close_through(last)
-        self._protocol_changed = self._protocol_changed or bool(out)
+        if out:
+            state = self.protocol_bytes()
+            self.state.update(state)
+            self.loaded[self.node] = (state, self._protocol)
+        elif kept is not None:
+            self.loaded[self.node] = kept
         return out
-
-    def flush(self) -> None:
-        store = self._store
-        for epoch in [e for e in store if e not in self.steps]:  # closed (or, at the end, dropped)
-            del store[epoch]
-        for epoch in sorted(self._changed & self.steps.keys()):
-            store[epoch] = bytes(self.steps[epoch])
-        self._changed.clear()
-        if self._protocol_changed:
-            self._operator._write_protocol(self.protocol_bytes())
-            self._protocol_changed = False
 
 
 class ContinualAggregatorFunction(KeyedProcessFunction):

@@ -107,14 +107,10 @@ def run(
 
 
 def test_lu_job_equals_core_and_restores_exactly_once(flink_broker, tmp_path) -> None:
-    """At parallelism 2 (nodes 0 and 1 in sub-task 0, node 2 in sub-task 1: Flink's key groups,
-    docs/deploy.md): the releases still equal the Flink-free core's."""
     topic, per_node = produce(flink_broker.bootstrap)
     config = job(flink_broker.bootstrap, topic, fresh_name("cm-lu"))
     config = replace(
-        config,
-        hooks=replace(config.hooks, fail_marker=str(tmp_path / "failed"), fail_after=100),
-        parallelism=2,
+        config, hooks=replace(config.hooks, fail_marker=str(tmp_path / "failed"), fail_after=100)
     )
     got, updates = run(config)
     assert (tmp_path / "failed").exists()  # the failure did happen (node 0, mid-stream)
