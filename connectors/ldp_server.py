@@ -95,21 +95,22 @@ class LdpServerLoop:
         return True
 
     def _apply_batch(self, record: DecodedRecord) -> bool:
+        """Each report of an ``LdpReportBatch`` (:meth:`HgLdpServer.add_batch`); True if one applied."""
+        before = self.applied
+
+        def applied() -> None:
+            self.applied += 1
+
         try:
-            batch = batch_from_record(record.value)
-            outputs = self.server.batch_outputs(batch)
+            self.server.add_batch(
+                batch_from_record(record.value),
+                refused=lambda reason: self._refuse(record, reason),
+                applied=applied,
+            )
         except ValueError as exc:
             self._refuse(record, f"batch: {refusal_reason(exc)}")
             return False
-        applied = self.applied
-        for index, y in enumerate(outputs):
-            try:
-                self.server.add_output(y, batch.state_version, batch.state_digest)
-            except ValueError as exc:
-                self._refuse(record, f"report {index} of {batch.count} in the batch: {refusal_reason(exc)}")
-                continue
-            self.applied += 1
-        return self.applied > applied
+        return self.applied > before
 
     def step(self, timeout_ms: int = 200) -> int:
         """Poll one batch, insert its reports, publish the new state; returns the records polled."""

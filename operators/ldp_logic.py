@@ -386,25 +386,23 @@ class LdpServerLogic:
         self, record: dict[str, Any], value: bytes, partition: int, offset: int, topic: str
     ) -> list[Output]:
         """An ``LdpReportBatch``: refused whole, or applied report by report (module docstring)."""
+        out: list[Output] = []
+
+        def refused(reason: str) -> None:
+            self.refused += 1
+            out.append(self._dead_letter(value, reason, partition, offset, topic))
+
         try:
-            batch = batch_from_record(record)
-            outputs = self.server.batch_outputs(batch)
-        except ValueError as exc:  # StaleStateError and StateDigestError included
+            self.server.add_batch(
+                batch_from_record(record),
+                refused=refused,
+                before=self._use_report_source,
+                applied=lambda: self._cadence(out),
+            )
+        except ValueError as exc:  # refused whole (StaleStateError and StateDigestError included)
             count = record.get("count")
             self.refused += count if isinstance(count, int) and count > 0 else 1
             return [self._dead_letter(value, f"batch: {refusal_reason(exc)}", partition, offset, topic)]
-        out: list[Output] = []
-        version, digest = batch.state_version, batch.state_digest
-        for index, y in enumerate(outputs):
-            self._use_report_source()
-            try:
-                self.server.add_output(y, version, digest)
-            except ValueError as exc:
-                self.refused += 1
-                reason = f"report {index} of {batch.count} in the batch: {refusal_reason(exc)}"
-                out.append(self._dead_letter(value, reason, partition, offset, topic))
-                continue
-            self._cadence(out)
         return out
 
     def release(self) -> bytes:

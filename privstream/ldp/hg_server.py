@@ -34,7 +34,7 @@ estimates (Eq. 2, the BGR estimator or DSR's phase sum), negatives clamped to 0,
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 
 import numpy as np
@@ -228,6 +228,29 @@ class HgLdpServer(FrequencyAggregator):
         self._check_origin(batch.scheme, batch.parameters, batch.width)
         self.history.get(batch.state_version, batch.state_digest)
         return batch.outputs()
+
+    def add_batch(
+        self,
+        batch: LdpReportBatch,
+        *,
+        refused: Callable[[str], None],
+        before: Callable[[], None] = lambda: None,
+        applied: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Apply ``batch`` report by report, in order (the one batch policy of the Kafka loop and the
+        Flink job): :meth:`batch_outputs` first — a batch refused whole raises its ValueError, nothing
+        applied — then for each output ``before()``, :meth:`add_output`, and ``applied()``, or, for a
+        report refused on its own, ``refused(reason)`` with the reason ``report <i> of <count> in the
+        batch: …`` (:func:`refusal_reason`), the rest of the batch still applied."""
+        outputs = self.batch_outputs(batch)
+        for index, y in enumerate(outputs):
+            before()
+            try:
+                self.add_output(y, batch.state_version, batch.state_digest)
+            except ValueError as exc:
+                refused(f"report {index} of {batch.count} in the batch: {refusal_reason(exc)}")
+                continue
+            applied()
 
     def add_output(self, y: int, state_version: int, state_digest: bytes) -> None:
         """Insert the output ``y`` of one report of this scheme and parameters (checked by the
