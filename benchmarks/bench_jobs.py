@@ -25,9 +25,8 @@ creation, JVM start included) to its last release:
   standalone cluster with two TaskManagers of one slot each (heavy-hitters: the job's duration as
   the JobManager reports it, client start excluded; the unbounded two: from the job's start on the
   JobManager to its last release read). The LDP server is one sequential HeavyGuardian and has no
-  ``--parallelism``. Which sub-task holds which shard is Flink's key-group hash
-  (docs/deploy.md): use ``--partitions 4`` for a 2 + 2 split at parallelism 2 (with 2 partitions
-  both shards land in sub-task 0).
+  ``--parallelism``. Which sub-task holds which shard follows the shards' routing keys
+  (docs/deploy.md): at parallelism 2, 2 partitions split 1 + 1 and 4 partitions 2 + 2.
 
 Unbounded jobs (sliding-window, continual-monitor, ldp) are cancelled once their last release was
 read (``read_committed``: a release counts when its checkpoint committed it, so the time includes

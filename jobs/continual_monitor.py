@@ -79,6 +79,7 @@ def build(env: Any, config: ContinualConfig) -> None:
     from privstream.connectors.topics import TopicSpec, create_topics
     from privstream.operators.continual_operator import ContinualAggregatorFunction, ContinualNodeFunction
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
+    from privstream.operators.shard_keys import process_by_shard
     from privstream.operators.sketch_operator import DEAD_LETTERS
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -95,9 +96,14 @@ def build(env: Any, config: ContinualConfig) -> None:
         t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-nodes", table="events"
     )
     updates = (
-        events.key_by(lambda r: r[1], key_type=Types.INT())
-        .process(ContinualNodeFunction(config.settings, config.topic, config.hooks), output_type=BYTES)
-        .uid("continual-node")
+        process_by_shard(
+            events,
+            config.settings.nodes,
+            lambda r: r[1],
+            ContinualNodeFunction(config.settings, config.topic, config.hooks),
+            BYTES,
+        )
+        .uid("continual-node-2")
         .name("node: PCC + protocol (keyed by partition)")
         .set_parallelism(config.parallelism)
     )

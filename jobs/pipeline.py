@@ -91,6 +91,7 @@ def build_pipeline(
     from privstream.operators.combine_operator import EpochCombineFunction
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
+    from privstream.operators.shard_keys import process_by_shard
     from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -106,9 +107,14 @@ def build_pipeline(
         stop_offsets=stop_offsets,
     )
     shard_sketches = (
-        rows.key_by(lambda r: r[1], key_type=Types.INT())
-        .process(ShardSketchFunction(config.spec, config.policy, config.topic, hooks, shards))
-        .uid("shard-sketch")
+        process_by_shard(
+            rows,
+            shards,
+            lambda r: r[1],
+            ShardSketchFunction(config.spec, config.policy, config.topic, hooks, shards),
+            None,
+        )
+        .uid("shard-sketch-2")
         .name("shard sketch (keyed by partition)")
         .set_parallelism(config.parallelism)
     )

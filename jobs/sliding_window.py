@@ -153,8 +153,8 @@ def prepare(config: SlidingWindowConfig) -> SlidingWindowConfig:
 def build(env: Any, config: SlidingWindowConfig) -> None:
     """Add the job's pipeline to ``env`` (``config`` from :func:`prepare`)."""
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
+    from privstream.operators.shard_keys import process_by_shard
     from privstream.operators.window_operator import WindowShardFunction
-    from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 
     if not config.settings.charge.ledger_id:
@@ -164,9 +164,8 @@ def build(env: Any, config: SlidingWindowConfig) -> None:
     rows = events_source(t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-shards")
     function = WindowShardFunction(config.settings, config.topic, config.hooks)
     releases = (
-        rows.key_by(lambda r: r[1], key_type=Types.INT())
-        .process(function, output_type=BYTES)
-        .uid("dpsw-shard")
+        process_by_shard(rows, config.settings.shards, lambda r: r[1], function, BYTES)
+        .uid("dpsw-shard-2")
         .name("DPSW-Sketch per shard (keyed by partition)")
         .set_parallelism(config.parallelism)
     )

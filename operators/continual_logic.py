@@ -267,12 +267,47 @@ def _unpack(data: bytes) -> list[bytes]:
     return out
 
 
+class OpenSteps:
+    """A node's open steps' items (int64 bytes in arrival order), kept in ``store`` as one entry per
+    message and step, ``"<epoch>:<n>"`` (the n-th piece of that step): a message costs its own
+    events — one new entry each — not a rewrite of its step's items so far (issue 25). Closing a
+    step takes its pieces, in order, and removes them. ``store`` is a plain dict, or the operator's
+    view of a Flink ``MapState`` (checkpointed: the open steps are exactly its entries)."""
+
+    def __init__(self, store: MutableMapping[str, bytes]) -> None:
+        self.store = store
+        self._pieces: dict[int, int] | None = None  #: epoch -> its pieces (read from the keys once)
+
+    def _counts(self) -> dict[int, int]:
+        if self._pieces is None:
+            pieces: dict[int, int] = {}
+            for key in self.store:
+                epoch, n = (int(part) for part in key.split(":"))
+                pieces[epoch] = max(pieces.get(epoch, 0), n + 1)
+            self._pieces = pieces
+        return self._pieces
+
+    def append(self, epoch: int, items: bytes) -> None:
+        counts = self._counts()
+        n = counts.get(epoch, 0)
+        self.store[f"{epoch}:{n}"] = items
+        counts[epoch] = n + 1
+
+    def take(self, epoch: int) -> bytes:
+        """The step's items (b"" if it has none), removed from the store."""
+        n = self._counts().pop(epoch, 0)
+        return b"".join(self.store.pop(f"{epoch}:{i}") for i in range(n))
+
+    def epochs(self) -> list[int]:
+        return sorted(self._counts())
+
+
 class ContinualNode:
     """One node: time steps by punctuation, its protocol, one ``ContinualUpdate`` per closed step.
 
     ``protocol`` is the node protocol's state (None: new), or ``loaded`` that state restored;
-    ``steps`` holds the open steps' items
-    (epoch -> int64 array bytes, in arrival order); ``progress`` its punctuation clock; ``hooks``:
+    ``steps`` holds the open steps' items (:class:`OpenSteps`, or the mapping it keeps them in);
+    ``progress`` its punctuation clock; ``hooks``:
     TESTS ONLY (a ``noise_seed`` makes the noise keys public and replay-stable), None in production."""
 
     def __init__(
@@ -280,7 +315,7 @@ class ContinualNode:
         node: int,
         settings: ContinualSettings,
         protocol: bytes | None,
-        steps: MutableMapping[int, bytes],
+        steps: OpenSteps | MutableMapping[str, bytes],
         progress: ShardProgress,
         loaded: LazyUpdateNode | PdchBfNode | None = None,
         hooks: TestHooks | None = None,
@@ -288,7 +323,7 @@ class ContinualNode:
         self.node = node
         self.settings = settings
         self.hooks = hooks
-        self.steps = steps
+        self.steps = steps if isinstance(steps, OpenSteps) else OpenSteps(steps)
         self.progress = progress
         self.late_reason = ""
         self.unreleased_events = 0
@@ -343,15 +378,14 @@ class ContinualNode:
         split = policy.split(payload, self.progress)
         self.late_reason = split.late_reason
         for epoch, piece in split.pieces:
-            items = np.asarray(piece.items, dtype=np.int64)
-            self.steps[epoch] = self.steps.get(epoch, b"") + items.tobytes()
+            self.steps.append(epoch, np.asarray(piece.items, dtype=np.int64).tobytes())
         return self._close_through(policy.closable_through(self.progress)), split.late
 
     def finish(self) -> list[bytes]:
         """End of input: close the steps through the last punctuation; later items are not released."""
         out = self._close_through(self.settings.policy.final_through(self.progress))
-        for epoch in list(self.steps.keys()):
-            self.unreleased_events += len(self.steps.pop(epoch)) // 8
+        for epoch in self.steps.epochs():
+            self.unreleased_events += len(self.steps.take(epoch)) // 8
         self.progress.closed_through = FINAL
         return out
 
@@ -365,7 +399,7 @@ class ContinualNode:
         assert first is not None
         out = []
         for epoch in epochs:
-            items = np.frombuffer(self.steps.pop(epoch, b""), dtype=np.int64)
+            items = np.frombuffer(self.steps.take(epoch), dtype=np.int64)
             out.append(self._step(epoch, epoch - first + 1, items))
         return out
 

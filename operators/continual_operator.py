@@ -3,7 +3,9 @@
 :class:`ContinualNodeFunction` is the keyed node operator (one key = one node = one partition of
 the events topic). It is the heavy-hitters sketch operator with the node in place of the shard
 sketcher: the same decoding, dead letters, end of input (``EndMarker`` or the final watermark) and
-test faults; its keyed state is the open steps' items (``MapState``), the punctuation clock and the
+test faults; its keyed state is the open steps' items (``MapState`` of
+:class:`~privstream.operators.continual_logic.OpenSteps`: one entry per message and step, so a
+message writes its own events, not its step so far), the punctuation clock and the
 node protocol's state (PCC with its secret noise key, Last(x)), all checkpointed with the Kafka
 offsets, so a restore replays exactly the messages after the checkpoint into exactly that state
 (and the keyed noise redraws the same values). Its output is ``ContinualUpdate`` bytes for the
@@ -18,14 +20,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from privstream.connectors.avro_codec import decode
-from privstream.operators.continual_logic import ContinualAggregator, ContinualNode, ContinualSettings
+from privstream.operators.continual_logic import (
+    ContinualAggregator,
+    ContinualNode,
+    ContinualSettings,
+    OpenSteps,
+)
 from privstream.operators.epochs import ShardProgress
 from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction, _MapStateStore
 from privstream.operators.test_hooks import TestHooks
+from pyflink.common import Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +75,12 @@ class ContinualNodeFunction(ShardSketchFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)
         self.protocol = runtime_context.get_state(ValueStateDescriptor("node-protocol", BYTES))
+        self.step_pieces = runtime_context.get_map_state(
+            MapStateDescriptor("open-step-pieces", Types.STRING(), BYTES)
+        )
+        #: node -> its open steps over ``step_pieces`` (which knows its pieces without reading the
+        #: keys again); reset by every restore (open() runs again)
+        self.open_steps: dict[int, OpenSteps] = {}
         #: node -> (its protocol state bytes, that state restored), kept between messages so the
         #: state is not deserialised for every one; reset by every restore (open() runs again)
         self.loaded: dict[int, tuple[bytes | None, Any]] = {}
@@ -83,11 +97,15 @@ class ContinualNodeFunction(ShardSketchFunction):
         value = self.protocol.value()
         state = None if value is None else bytes(value)
         cached = self.loaded.get(shard)
+        steps = self.open_steps.get(shard)
+        if steps is None:
+            steps = OpenSteps(_MapStateStore(self.step_pieces, self._sizes.setdefault(shard, {})))
+            self.open_steps[shard] = steps
         node = _SavingNode(
             shard,
             self.settings,
             state,
-            _MapStateStore(self.sketches, self._sizes.setdefault(shard, {})),
+            steps,
             ShardProgress.from_bytes(self.progress.value()),
             cached[1] if cached is not None and cached[0] == state else None,
             self.hooks,

@@ -36,6 +36,7 @@ from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.payloads import EndPayload, Payload, PayloadError, WatermarkPayload, decode_payload
+from privstream.operators.shard_keys import ShardRouting
 from privstream.operators.shard_logic import Misrouted, ShardSketch, ShardSketcher
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.test_hooks import TestHooks
@@ -72,31 +73,31 @@ class Rejected(NamedTuple):
 END_OF_INPUT = 2**63 - 2
 
 
-class _MapStateStore(MutableMapping[int, bytes]):
-    """``MutableMapping`` view of a Flink ``MapState`` (epoch -> sketch bytes); ``sizes`` (if given)
+class _MapStateStore(MutableMapping[Any, bytes]):
+    """``MutableMapping`` view of a Flink ``MapState`` (e.g. epoch -> sketch bytes); ``sizes`` (if given)
     tracks the byte size of every entry written or removed through it (the ``stateBytes`` gauge)."""
 
-    def __init__(self, state: MapState, sizes: dict[int, int] | None = None) -> None:
+    def __init__(self, state: MapState, sizes: dict[Any, int] | None = None) -> None:
         self._state = state
         self._sizes = sizes
 
-    def __getitem__(self, key: int) -> bytes:
+    def __getitem__(self, key: Any) -> bytes:
         value = self._state.get(key)
         if value is None:
             raise KeyError(key)
         return bytes(value)
 
-    def __setitem__(self, key: int, value: bytes) -> None:
+    def __setitem__(self, key: Any, value: bytes) -> None:
         self._state.put(key, value)
         if self._sizes is not None:
             self._sizes[key] = len(value)
 
-    def __delitem__(self, key: int) -> None:
+    def __delitem__(self, key: Any) -> None:
         self._state.remove(key)
         if self._sizes is not None:
             self._sizes.pop(key, None)
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(list(self._state.keys()))
 
     def __len__(self) -> int:
@@ -135,6 +136,7 @@ class ShardSketchFunction(KeyedProcessFunction):
         the end of the input (a public schedule in place of punctuation messages)."""
         self.spec = spec
         self.shards = shards
+        self.routing = ShardRouting(shards)  #: the shards' Flink keys (operators/shard_keys.py)
         self.policy = policy
         self.topic = topic
         self.faults = (hooks or TestHooks()).faults  # TESTS ONLY: an injected failure
@@ -313,7 +315,7 @@ class ShardSketchFunction(KeyedProcessFunction):
         self._commit(sketcher, event.payload, flush=flush)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
-        shard = int(ctx.get_current_key())
+        shard = self.routing.shard(ctx.get_current_key())  # timers know the key, not the shard
         yield from self._measured(shard, self._on_timer(shard))
 
     def _on_timer(self, shard: int) -> Iterator[Any]:

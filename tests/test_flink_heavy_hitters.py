@@ -381,7 +381,7 @@ def test_flink_run_at_parallelism_2_on_two_taskmanagers(
     assert shard["parallelism"] == 2
     where = standalone_cluster.rest(f"/jobs/{job['jid']}/vertices/{shard['id']}/taskmanagers")
     assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
-    # and both hold shards: Flink's key groups put partitions 0 and 1 on sub-task 0, 2 on sub-task 1
+    # and both hold shards: the routing keys put partition 0 on sub-task 0, 1 and 2 on sub-task 1
     # (docs/deploy.md, "Which sub-task holds a shard")
     subtasks = standalone_cluster.rest(f"/jobs/{job['jid']}/vertices/{shard['id']}")["subtasks"]
     assert hh_stream.partitions == 3 and all(st["metrics"]["read-records"] > 0 for st in subtasks)

@@ -87,7 +87,7 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
         epsilon=1.0, delta=1e-6, domain_size=DOMAIN, gamma=GAMMA, shards=SHARDS, queries=QUERIES,
         submission_key=KEY,
     )  # fmt: skip
-    config = replace(  # a graph at parallelism 2 (both shards hash to sub-task 0: docs/deploy.md)
+    config = replace(  # a graph at parallelism 2 (shard 0 in sub-task 0, shard 1 in 1: docs/deploy.md)
         _config(settings, bootstrap, prefix, topic, tmp_path, first_half_shard0 + 500, f"{prefix}-states"),
         parallelism=2,
     )

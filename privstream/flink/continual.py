@@ -171,6 +171,7 @@ def _build(
 ) -> tuple[DataStream, DataStream]:
     """Hash shard → one protocol node per shard key → the aggregator → (release dicts, rejected)."""
     from privstream.operators.continual_operator import ContinualAggregatorFunction, ContinualNodeFunction
+    from privstream.operators.shard_keys import process_by_shard
 
     env = events.get_execution_environment()
     to_shard = ToShard(user_level=False, shard_key="item", shards=settings.nodes, needs_time=True)
@@ -181,9 +182,13 @@ def _build(
         .set_parallelism(parallelism_of(events))
     )
     updates = (
-        accepted.union(announce)
-        .key_by(lambda e: e[0], key_type=Types.INT())
-        .process(ContinualNodeFunction(settings, name, typed=True, schedule=schedule), output_type=PICKLED)
+        process_by_shard(
+            accepted.union(announce),
+            settings.nodes,
+            lambda e: e[0],
+            ContinualNodeFunction(settings, name, typed=True, schedule=schedule),
+            PICKLED,
+        )
         .name(f"{name}: protocol node per shard")
         .disable_chaining()  # see privstream.flink.streams.SIDE_OUTPUT_LEAK
     )

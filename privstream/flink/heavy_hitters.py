@@ -261,6 +261,7 @@ def _build(
     from privstream.noise.rng import new_noise_key
     from privstream.operators.combine_operator import EpochCombineFunction
     from privstream.operators.release_operator import LEDGER, ReleaseFunction
+    from privstream.operators.shard_keys import process_by_shard
     from privstream.operators.sketch_operator import ShardSketchFunction
 
     env = events.get_execution_environment()
@@ -278,14 +279,13 @@ def _build(
         .set_parallelism(parallelism_of(events))
     )
     accepted = accepted.union(announce)
-    sketches = (
-        accepted.key_by(lambda e: e[0], key_type=Types.INT())
-        .process(
-            ShardSketchFunction(spec, epochs, name, shards=shards, typed=True, schedule=schedule),
-            output_type=PICKLED,
-        )
-        .name(f"{name}: shard sketches")
-    )
+    sketches = process_by_shard(
+        accepted,
+        shards,
+        lambda e: e[0],
+        ShardSketchFunction(spec, epochs, name, shards=shards, typed=True, schedule=schedule),
+        PICKLED,
+    ).name(f"{name}: shard sketches")
     merged = (
         sketches.key_by(lambda _: 0, key_type=Types.INT())
         .process(EpochCombineFunction(shards, spec), output_type=PICKLED)

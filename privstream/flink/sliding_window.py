@@ -61,6 +61,7 @@ from privstream.connectors.avro_codec import decode
 from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once, check_ledger, check_name
 from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argument, check_stream, route
 from privstream.operators.payloads import EventPayload, WatermarkPayload
+from privstream.operators.shard_keys import process_by_shard
 from privstream.operators.sketch_operator import BYTES, REJECTED, Rejected, TypedEvent
 from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
 
@@ -193,8 +194,9 @@ def _build(events: DataStream, settings: WindowSettings, name: str) -> tuple[Dat
     )
     accepted, rejected_early = route(events, to_shard, name)
     releases = (
-        accepted.key_by(lambda e: e[0], key_type=Types.INT())
-        .process(DPSWShardFunction(settings, name), output_type=PICKLED)
+        process_by_shard(
+            accepted, settings.shards, lambda e: e[0], DPSWShardFunction(settings, name), PICKLED
+        )
         .name(f"{name}: DPSW-Sketch per shard")
         .disable_chaining()  # see privstream.flink.streams.SIDE_OUTPUT_LEAK
     )
