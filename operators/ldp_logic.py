@@ -9,7 +9,8 @@ reports, with the reason), the public state (``HgLdpState``, keyed by the deploy
 (heavy and light parts, debiasing bookkeeping, state history) and the epoch counters — is
 :meth:`LdpServerLogic.to_bytes` (pickle); the operator checkpoints it as two states, the kept state
 versions (:meth:`~LdpServerLogic.versions_bytes`, compact, rewritten only when a version is made)
-and the rest (:meth:`~LdpServerLogic.core_bytes`, rewritten after every message).
+and the rest (:meth:`~LdpServerLogic.core_bytes`), both written after every message with an output
+and at least every 64 messages (:mod:`privstream.operators.ldp_operator`).
 
 Warm-up (paper §6.1) is public prior data given in the settings; its ED decays are drawn from a
 *public* seed (``SeededRandomSource("hg-ldp-warm-up:<deployment>")``: the data is raw and public,
@@ -21,7 +22,7 @@ of one client process against one public state, in submission order: ``LdpProduc
 A batch is decoded once and checked once (scheme, parameters, payload width, and the state it
 names: :meth:`HgLdpServer.batch_outputs`); its reports are then applied one by one, in order, with
 exactly the single-report path's steps (the HeavyGuardian insert is sequential per report), and
-the state is written once per message (the operator's ``core_bytes``). The cadence is per applied
+the state is written at most once per message (the operator's ``core_bytes``). The cadence is per applied
 report, not per message: a state is due when the applied count reaches a multiple of
 ``state_every`` and a release when it reaches a multiple of ``epoch_reports``, also in the middle
 of a batch, so a batch may cross several epochs and its outputs come in report order. Hence the
