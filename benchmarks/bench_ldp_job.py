@@ -5,11 +5,13 @@ broker, following the deployment's state): ``submit`` one report per message aga
 ``submit_many`` batches of ``--batch`` reports (one ``LdpReportBatch`` message each); the time
 includes randomisation, encoding and the final flush.
 
-Part 1, the operator logic alone (no Flink): ``LdpServerLogic.process`` plus the state writes the
-operator makes after every message — ``core_bytes`` every message and ``versions_bytes`` when a
-version was made — with a full history (1,025 kept versions), against writing the whole server
-(``to_bytes``) after every message, and on ``LdpReportBatch`` messages of ``--batch`` reports (the
-state written once per message). Clients follow the state as it is made (``--state-every``; the
+Part 1, the operator logic alone (no Flink): ``LdpServerLogic.process`` plus state writes, with a
+full history (1,025 kept versions): ``core_bytes`` every message and ``versions_bytes`` when a
+version was made (the operator's policy before it kept the server in memory), the whole server
+(``to_bytes``) after every message, no writes at all, the real operator body
+(``LdpServerFunction.process_element`` on in-memory stand-ins of its Flink state: the states
+written after a message with an output and every 64 messages, the messages since appended to a
+list), and ``LdpReportBatch`` messages of ``--batch`` reports (the state written once per message). Clients follow the state as it is made (``--state-every``; the
 batch clients between batches).
 
 Part 2, the job: ``--reports`` CNR reports (d = 1000, k = 20, ε = 1, a Normal(500, 10) stream,
@@ -30,8 +32,10 @@ Run (the machine is shared; never two heavy jobs at once)::
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
@@ -39,12 +43,15 @@ from privstream.connectors.broker import EmbeddedBroker
 from privstream.connectors.ldp_producer import LdpProducer, batch_to_record, report_to_record
 from privstream.jobs.ldp_heavy_hitters import LdpJobConfig, start
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
+from privstream.operators.ldp_operator import LdpServerFunction
+from privstream.operators.unflushed import UnflushedMessages
 
 from privstream.datagen import normal_items
 from privstream.ldp import make_client
 from privstream.noise.rng import SeededRandomSource
 
 D, K = 1000, 20
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_batches(logic: LdpServerLogic, client: Any, values: list[int], batch: int) -> float:
@@ -98,16 +105,28 @@ def logic_rates(items: list[int], state_every: int, batch: int) -> dict[str, flo
         scheme="cnr", epsilon=1.0, domain_size=D, k=K, deployment="bench", warm_up=tuple(items[:5000]),
         state_every=1,
     )  # fmt: skip
+    sys.path.insert(0, str(ROOT))
+    from tests.test_several_bad_messages import ContextStub, ListStateStub, ValueStateStub
+
     logic = LdpServerLogic(settings)
     client = make_client(settings.params, rng=SeededRandomSource(1))
+    operator = LdpServerFunction(settings, "reports")  # its Flink state: in-memory stand-ins
+    operator.core, operator.versions = ValueStateStub(), ValueStateStub()
+    operator.since = UnflushedMessages(ListStateStub())
+    context = ContextStub()
 
     def run(values: list[int], mode: str) -> float:
         seconds = 0.0
+        operator._logic, operator._written = logic, -1  # the operator's server in memory
         for offset, v in enumerate(values):
             client.update_state(logic.server.history.latest)  # type: ignore[arg-type]
             message = encode("LdpReport", report_to_record(client.encode(v)))
             t0 = time.perf_counter()
             before = logic.latest_version
+            if mode == "operator":
+                list(operator.process_element((message, 0, offset), context))
+                seconds += time.perf_counter() - t0
+                continue
             logic.process(message, 0, offset, "reports")
             if mode == "whole":
                 logic.to_bytes()
@@ -123,8 +142,10 @@ def logic_rates(items: list[int], state_every: int, batch: int) -> dict[str, flo
         run(items[start : start + 1000], "none")
         start += 1000
     object.__setattr__(settings, "state_every", state_every)
-    rates = {mode: run(items[start : start + 5000], mode) for mode in ("whole", "split", "none")}
-    start += 15_000
+    rates = {}
+    for mode in ("whole", "split", "none", "operator"):
+        rates[mode] = run(items[start : start + 5000], mode)
+        start += 5000
     rates["batch"] = run_batches(logic, client, items[start : start + 20_000], batch)
     rates["core_bytes"] = len(logic.core_bytes())
     rates["versions_bytes"] = len(logic.versions_bytes())
@@ -236,6 +257,7 @@ def main() -> int:
         f"{r['split']:,.0f} reports/s"
     )
     print(f"  no state writes: {r['none']:,.0f} reports/s")
+    print(f"  the operator (states written at outputs and every 64 messages): {r['operator']:,.0f} reports/s")
     print(f"  batch messages of {args.batch:,} (state written once per message): {r['batch']:,.0f} reports/s")
     if not args.skip_job:
         rate = job_rate(args.reports, args.epoch, args.batch)
