@@ -18,7 +18,14 @@ from privstream.operators.continual_logic import ContinualSettings, write_keys
 from privstream.operators.test_hooks import TestHooks
 
 from privstream.partitioning import partition_for
-from tests.flink_fixtures import create_topic, fresh_name, privstream_metrics, read_distinct, wait_for_metrics
+from tests.flink_fixtures import (
+    create_topic,
+    fresh_name,
+    privstream_metrics,
+    read_distinct,
+    rest_get,
+    wait_for_metrics,
+)
 from tests.test_continual_logic import core_releases
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -98,6 +105,16 @@ def run(
             port = int(dict(config.flink_conf)["rest.port"])
             shown = wait_for_metrics("the REST API", lambda: privstream_metrics(port), metrics)
             assert shown["stateBytes"] > 0
+            if config.parallelism > 1:  # every node sub-task holds nodes and read their events
+                (jid,) = [
+                    j["jid"] for j in rest_get(port, "/jobs/overview")["jobs"] if j["state"] == "RUNNING"
+                ]
+                (node,) = [
+                    v for v in rest_get(port, f"/jobs/{jid}")["vertices"] if v["name"].startswith("node")
+                ]
+                subtasks = rest_get(port, f"/jobs/{jid}/vertices/{node['id']}")["subtasks"]
+                assert len(subtasks) == config.parallelism
+                assert all(st["metrics"]["read-records"] > 0 for st in subtasks), subtasks
     finally:
         client.cancel().result()
     assert sorted(updates) == [
@@ -127,7 +144,9 @@ def test_bf_job_equals_core(flink_broker, tmp_path) -> None:
     config = job(
         flink_broker.bootstrap, topic, prefix, mode="bf", keys_dir=str(keys), delta=0.01, session=prefix
     )
-    config = replace(config, flink_conf=(("rest.port", str(free_port())),))
+    # at parallelism 2: the routing keys put node 0 in one sub-task, nodes 1 and 2 in the other
+    # (docs/deploy.md); the releases are still the core's, as at parallelism 1
+    config = replace(config, flink_conf=(("rest.port", str(free_port())),), parallelism=2)
     # the operators' metrics (no failure in this run): every event counted by its node, every
     # node's step closed, every step released by the aggregator
     events = sum(len(step) for node in per_node for step in node)
