@@ -5,7 +5,9 @@ dead-letter policy of :mod:`privstream.operators.ldp_logic`."""
 
 from __future__ import annotations
 
+import bisect
 import random
+import warnings
 from fractions import Fraction
 from typing import Any
 
@@ -22,7 +24,18 @@ from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
 from scipy import stats
 
 from privstream.ldp import SCHEMES, GeneralizedRandomizedResponse, HgLdpParams, PublicState, make_client
-from privstream.ldp.randomiser import LdpReportBatch, pack_outputs, unpack_outputs
+from privstream.ldp.grr import int_indices
+from privstream.ldp.hadamard import HadamardResponse
+from privstream.ldp.hg_clients import cold_item, cold_items, hot_positions
+from privstream.ldp.olh import OptimisedLocalHashing
+from privstream.ldp.randomiser import (
+    FrequencyAggregator,
+    LdpReport,
+    LdpReportBatch,
+    LocalRandomiser,
+    pack_outputs,
+    unpack_outputs,
+)
 from privstream.noise.rng import SeededRandomSource
 
 D, K, EPS, ALPHA = 10, 3, 1.5, Fraction(1, 3)
@@ -142,6 +155,208 @@ def test_batch_record_round_trip_and_checks() -> None:
         LdpReportBatch("hg-cnr", batch.parameters, b"\x01\x02", 3)
     with pytest.raises(ValueError, match="at least one"):
         LdpReportBatch("hg-cnr", batch.parameters, b"", 0)
+
+
+# --- exact outputs, types and edge cases of the batch paths ------------------------------------------
+
+
+def test_int_indices_reads_integer_arrays_of_any_type_and_shape_as_int64() -> None:
+    """An integer array (any integer dtype, any shape: read in C order) or a sequence of ints (numpy
+    ints included) gives an int64 array of the same values; an empty one an empty int64 array."""
+    for dtype in (np.int8, np.uint8, np.int32, np.uint64, np.int64):
+        out = int_indices(np.array([0, 9, 3], dtype=dtype), D)
+        assert out.dtype == np.int64 and out.tolist() == [0, 9, 3]
+    grid = int_indices(np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32), D)
+    assert grid.dtype == np.int64 and grid.tolist() == [1, 2, 3, 4, 5, 6]
+    for values in ([0, 9, np.int64(3)], (0, 9, 3)):
+        out = int_indices(values, D)
+        assert out.dtype == np.int64 and out.tolist() == [0, 9, 3]
+    for empty in ([], np.array([], dtype=np.int64)):
+        out = int_indices(empty, D)
+        assert out.dtype == np.int64 and out.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [D],
+        [-1],
+        [True],
+        [1.0],
+        ["1"],
+        np.array([D]),
+        np.array([-1]),
+        np.array([True, False]),
+        np.array([1.0, 2.0]),
+        np.array(["1"]),
+        np.array([D], dtype=np.uint64),
+    ],
+    ids=repr,
+)
+def test_int_indices_refuses_whatever_is_not_an_item_without_echoing_it(bad: Any) -> None:
+    """Items are the ints 0..d−1 (d = 10 here: d itself is outside); bools, floats and strings are
+    refused in a list and as an array (a float or bool array is not an integer array)."""
+    with pytest.raises(ValueError) as info:
+        int_indices(bad, D)
+    assert str(info.value) == f"value: not in the domain 0..{D - 1} (value withheld)"
+
+
+def test_grr_batches_on_an_int_domain_are_its_vectorised_outputs() -> None:
+    """GRR on 0..d−1: encode_many of a list or an array is randomise_indices of those values from the
+    same seeded source, packed at the report width, and every report is one GRR report; values
+    outside the domain are refused; indices_of gives int64 on both kinds of domain, also when empty."""
+    values = [0, 5, 3, 3, 1, 4, 2, 5]
+    want = GeneralizedRandomizedResponse(1.5, 6, rng=SeededRandomSource(8)).randomise_indices(
+        np.array(values)
+    )
+    for given in (values, np.array(values, dtype=np.int32)):
+        grr = GeneralizedRandomizedResponse(1.5, 6, rng=SeededRandomSource(8))
+        batch = grr.encode_many(given)
+        assert batch.count == len(values) and batch.outputs() == want.tolist()
+        assert batch.payloads == bytes(want.tolist()) and (batch.state_version, batch.state_digest) == (
+            0,
+            b"",
+        )
+        assert all(grr.accepts(r) for r in batch.reports())
+        assert [grr.decode_index(r) for r in batch.reports()] == want.tolist()
+    sized = GeneralizedRandomizedResponse(1.5, 6, rng=SeededRandomSource(8))
+    assert sized.indices_of(np.array([5, 0])).tolist() == [5, 0]
+    for bad in ([6], np.array([6]), [-1]):
+        with pytest.raises(ValueError, match="withheld"):
+            sized.encode_many(bad)  # type: ignore[arg-type]
+    items = GeneralizedRandomizedResponse(1.5, ["a", "b", 7])
+    assert items.indices_of([7, "a"]).tolist() == [2, 0]
+    for grr in (sized, items):
+        empty = grr.indices_of([])
+        assert empty.dtype == np.int64 and empty.shape == (0,)
+
+
+@pytest.mark.parametrize("make", [OptimisedLocalHashing, HadamardResponse])
+def test_the_default_encode_many_is_one_encode_per_value(make: type) -> None:
+    """OLH and HR batch with LocalRandomiser.encode_many: exactly the reports of one encode call per
+    value from the same seeded source, in order, under their one header (stateless: version 0, no
+    digest); a batch of one value works; an empty batch and values outside the domain are refused."""
+    values = [0, 9, 4, 4, 7]
+    twin = make(1.5, 10, rng=SeededRandomSource("twin"))
+    singles = [twin.encode(v) for v in values]
+    oracle = make(1.5, 10, rng=SeededRandomSource("twin"))
+    batch = oracle.encode_many(values)
+    assert (batch.scheme, batch.parameters) == (singles[0].scheme, singles[0].parameters)
+    assert batch.count == len(values) and batch.payloads == b"".join(r.payload for r in singles)
+    assert (batch.state_version, batch.state_digest) == (0, b"")
+    assert [r.payload for r in batch.reports()] == [r.payload for r in singles]
+    assert all(oracle.accepts(r) for r in batch.reports())
+    one = make(1.5, 10, rng=SeededRandomSource("one")).encode_many([3])
+    assert one.count == 1 and one.payloads == make(1.5, 10, rng=SeededRandomSource("one")).encode(3).payload
+    with pytest.raises(ValueError, match="at least one"):
+        oracle.encode_many([])
+    with pytest.raises(ValueError, match="withheld"):
+        oracle.encode_many([1, 10])
+
+
+class _Toy(LocalRandomiser):
+    """A stateful randomiser for LocalRandomiser.encode_many's contract: value v is sent as v zero
+    bytes against state (version, digest) = ``state`` (no randomisation: only the batching is tested)."""
+
+    scheme = "toy"
+
+    def __init__(self, state: tuple[int, bytes] = (3, b"digest")) -> None:
+        self.state = state
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {"n": "1"}
+
+    def encode(self, value: Any) -> LdpReport:
+        return LdpReport(
+            "toy", (("n", "1"),), bytes(value), state_version=self.state[0], state_digest=self.state[1]
+        )
+
+    def new_aggregator(self) -> FrequencyAggregator:
+        raise NotImplementedError
+
+
+def test_the_default_encode_many_names_the_reports_state_and_refuses_mixed_ones() -> None:
+    batch = _Toy().encode_many([2, 2, 2])
+    assert (batch.scheme, batch.parameters, batch.payloads, batch.count) == (
+        "toy",
+        (("n", "1"),),
+        bytes(6),
+        3,
+    )
+    assert (batch.state_version, batch.state_digest) == (3, b"digest")
+    with pytest.raises(ValueError, match="differ in state or payload width"):
+        _Toy().encode_many([2, 2, 1])  # another payload width
+
+    class Drifting(_Toy):
+        def encode(self, value: Any) -> LdpReport:
+            report = super().encode(value)
+            self.state = (self.state[0] + 1, self.state[1])  # a state update between two reports
+            return report
+
+    with pytest.raises(ValueError, match="differ in state"):
+        Drifting().encode_many([1, 1])
+
+
+def test_an_hg_batch_without_a_state_read_has_version_zero_and_no_digest() -> None:
+    client = make_client(HgLdpParams("bgr", EPS, D, K, alpha=ALPHA), rng=SeededRandomSource(2))
+    batch = client.encode_many([4, 0, 9])
+    assert (batch.state_version, batch.state_digest) == (0, b"")
+    assert batch.count == 3 and all(0 <= y < D for y in batch.outputs())
+
+
+@pytest.mark.parametrize("scheme", ["dsr", "bdr", "cnr"])
+def test_state_dependent_batches_use_the_state_read_last(scheme: str) -> None:
+    """Without a state read, a batch is refused (as a single report is); randomise_indices(…, None)
+    after update_state is randomise_indices(…, that state) from the same seeded source."""
+    params = HgLdpParams(scheme, EPS, D, K, alpha=ALPHA)
+    client = make_client(params, rng=SeededRandomSource(6))
+    with pytest.raises(RuntimeError, match="no public state"):
+        client.encode_many([1])
+    with pytest.raises(RuntimeError, match="no public state"):
+        client.randomise_indices(np.array([1]), None)
+    for state in (PublicState(2, HOT, True), PublicState(3, HOT, False)):
+        twin = make_client(params, rng=SeededRandomSource(6))
+        again = make_client(params, rng=SeededRandomSource(6))
+        again.update_state(state)
+        values = np.arange(D, dtype=np.int64).repeat(3)
+        assert (
+            again.randomise_indices(values, None).tolist() == twin.randomise_indices(values, state).tolist()
+        )
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_hg_batches_are_int64_whatever_integer_type_the_hot_items_have(scheme: str) -> None:
+    """A state whose hot items are numpy int32s (e.g. read from an int32 array) gives the same int64
+    outputs, draw for draw, as the same state with Python ints."""
+    params = HgLdpParams(scheme, EPS, D, K, alpha=ALPHA)
+    values = np.arange(D, dtype=np.int64).repeat(5)
+    for weakest_low in (True, False):
+        outputs = []
+        for hot in (HOT, tuple(np.array(HOT, dtype=np.int32))):
+            client = make_client(params, rng=SeededRandomSource("hot-types"))
+            out = client.randomise_indices(values, PublicState(1, hot, weakest_low))
+            assert out.dtype == np.int64
+            outputs.append(out.tolist())
+        assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("hot", [(0,), (9,), (2, 5, 7), (0, 1, 2), (7, 8, 9), (0, 4, 9), (1, 3, 4, 6, 8)])
+def test_hot_positions_and_cold_items_are_the_scalar_maps(hot: tuple[int, ...]) -> None:
+    """hot_positions is bisect_left with the membership test, at every item of D = 0..9 (the first
+    and last hot item included), and cold_items is cold_item of every rank of D∖H; both without any
+    numpy warning (no deprecated call)."""
+    hot_array = np.array(hot, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pos, is_hot = hot_positions(np.arange(D, dtype=np.int64), hot_array)
+        ranks = np.arange(D - len(hot), dtype=np.int64)
+        cold = cold_items(ranks, hot_array)
+    assert pos.tolist() == [bisect.bisect_left(hot, v) for v in range(D)]
+    assert is_hot.tolist() == [v in hot for v in range(D)]
+    assert (
+        cold.tolist() == [cold_item(r, hot) for r in ranks.tolist()] == [v for v in range(D) if v not in hot]
+    )
 
 
 # --- the server logic on batch messages ----------------------------------------------------------

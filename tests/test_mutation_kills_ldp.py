@@ -402,3 +402,86 @@ def test_a_domain_of_one_item_is_refused_naming_domain_size(make: type) -> None:
     make(1, 2)
     with pytest.raises(ValueError, match="^domain_size"):
         make(1, 1)
+
+
+# ---- the vectorised GRR (randomise_indices): the same comparisons on one bulk uniform per report ----
+
+#: ln 2 rounded up (above ln 2 by ~1e-28): a = 2^41 exactly, so d = 2^23 − 1 gives W = 2^40·(d + 1) = 2^63
+LN2_UP = Decimal("0.6931471805599453094172321215")
+
+
+class ScriptedUniforms:
+    """Stands in for :func:`privstream.noise.vectorised.uniform_below` in ``privstream.ldp.grr``:
+    returns the scripted uniforms and records (bound, count, source) of each call."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = values
+        self.calls: list[tuple[int, int, object]] = []
+
+    def __call__(self, bound: int, count: int, rng: object) -> np.ndarray:
+        self.calls.append((bound, count, rng))
+        assert count == len(self.values) and all(0 <= u < bound for u in self.values)
+        return np.array(self.values, dtype=np.int64)
+
+
+def _boundary_draws(a: int, W: int, index: int) -> list[int]:
+    """u at both sides of every boundary around ``index`` and at the ends: 0, a − 1 (kept), a, a + B − 1
+    (first other), a + (index − 1)·B … a + index·B (the skip over the value itself), W − 1 (last)."""
+    cases = {0, a - 1, a, a + B - 1, a + B, W - 1}
+    for j in (index - 1, index, index + 1):
+        cases |= {a + j * B - 1, a + j * B}
+    return sorted(u for u in cases if 0 <= u < W)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "d"), [(1, 2), (Fraction(3, 2), 5), (4, 9), (LN2_UP, 2**23 - 1)], ids=str
+)
+def test_vectorised_grr_maps_each_draw_exactly_as_the_scalar_grr(
+    epsilon: object, d: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """randomise_indices draws ONE uniform u < W per report (one bulk call with bound W and the
+    randomiser's own source) and maps it exactly as randomise_index maps its one randbelow draw:
+    checked at every boundary u ∈ {a − 1, a, a + jB − 1, a + jB, W − 1} for the first, second,
+    middle and last index. The last case has W = 2^63 exactly, the largest bound drawn in bulk (no
+    scalar randbelow: its source refuses every draw), with int64 arithmetic at its top."""
+    import privstream.ldp.grr as grr_module
+
+    probe = GeneralizedRandomizedResponse(epsilon, d)  # type: ignore[arg-type]
+    a, W = probe.weight_true, probe.total_weight
+    if d == 2**23 - 1:
+        assert (a, W) == (2**41, 2**63)
+    indices, draws = [], []
+    for index in sorted({0, 1, d // 2, d - 1}):
+        for u in _boundary_draws(a, W, index):
+            indices.append(index)
+            draws.append(u)
+    want = [
+        GeneralizedRandomizedResponse(epsilon, d, rng=Scripted([u])).randomise_index(i)  # type: ignore[arg-type]
+        for i, u in zip(indices, draws, strict=True)
+    ]
+    fake = ScriptedUniforms(draws)
+    monkeypatch.setattr(grr_module, "uniform_below", fake)
+    source = Scripted([])  # any scalar draw fails the test
+    grr = GeneralizedRandomizedResponse(epsilon, d, rng=source)  # type: ignore[arg-type]
+    out = grr.randomise_indices(np.array(indices, dtype=np.int64))
+    assert out.dtype == np.int64 and out.tolist() == want
+    assert fake.calls == [(W, len(draws), source)] and source.bounds == []
+
+
+@pytest.mark.parametrize("d", [6, 2**23 + 1])  # W below 2^63 (bulk) and above it (report by report)
+def test_vectorised_grr_returns_int64_for_any_integer_input_and_an_empty_batch(d: int) -> None:
+    """The output is an int64 array of output indices whatever integer type (or list) the true indices
+    come in, with the same outputs as for int64 input from the same seeded source; an empty input
+    gives an empty int64 array on both paths."""
+    values = [0, 1, 5, 3, 0, 2]
+    ref = GeneralizedRandomizedResponse(1.0, d, rng=SeededRandomSource(21))
+    want = ref.randomise_indices(np.array(values, dtype=np.int64))
+    assert want.dtype == np.int64 and want.shape == (len(values),)
+    for given in (values, np.array(values, dtype=np.uint64), np.array(values, dtype=np.int32)):
+        grr = GeneralizedRandomizedResponse(1.0, d, rng=SeededRandomSource(21))
+        out = grr.randomise_indices(given)  # type: ignore[arg-type]
+        assert out.dtype == np.int64 and out.tolist() == want.tolist()
+    empty = GeneralizedRandomizedResponse(1.0, d, rng=SeededRandomSource(21)).randomise_indices(
+        np.array([], dtype=np.int64)
+    )
+    assert empty.dtype == np.int64 and empty.shape == (0,)

@@ -25,7 +25,7 @@ from privstream.noise import SeededRandomSource, discrete_gaussian_array, discre
 from privstream.noise import discrete as discrete_module
 from privstream.noise.discrete import SMALL_ARRAY, _gaussian_array, _laplace_array
 from privstream.noise.rng import KeyedRandomSource
-from privstream.noise.vectorised import Limits, gaussian_array, laplace_array
+from privstream.noise.vectorised import DEFAULT_LIMITS, Limits, gaussian_array, laplace_array, uniform_below
 from privstream.window.pcms import pcms_variance
 from tests.chi_square import pool_cells
 
@@ -324,3 +324,86 @@ def test_pinned_streams() -> None:
         4,
         5,
     ]
+
+
+# --- uniform_below: exact bulk uniforms below any bound up to 2**63 (the LDP randomisers' GRR draws) ---
+
+UNIFORM_BOUNDS = (1, 2, 3, 7, 64, 65, 2**26 + 1, 2**32, 2**32 + 1, 3 * 2**40, 3 * 2**61, 2**63 - 1, 2**63)
+
+
+class BudgetedSource(SeededRandomSource):
+    """A seeded source that fails once more than ``budget`` bits are asked of it. uniform_below redraws
+    fewer than half of its words (a quarter at most for the bounds here) and refills in chunks of at
+    least 4 KiB and a quarter of what it drew, so 256 bits per value plus 2**18 is ample; a sampler
+    that kept rejecting would fail here at once instead of drawing without end."""
+
+    def __init__(self, seed: str, count: int) -> None:
+        super().__init__(seed)
+        self.budget = 256 * count + 2**18
+
+    def randbits(self, n: int) -> int:
+        self.budget -= n
+        assert self.budget >= 0, "uniform_below drew far more bits than its rejection rate allows"
+        return super().randbits(n)
+
+
+@pytest.mark.parametrize("bound", UNIFORM_BOUNDS, ids=lambda b: f"{b:#x}")
+def test_uniform_below_stays_below_its_bound_and_reaches_every_part_of_it(bound: int) -> None:
+    """4000 draws: int64, all in [0, bound); every value of a bound <= 65 is drawn, and for larger bounds
+    every eighth of [0, bound) and every residue mod 8 is hit (so the top and bottom bits are live
+    up to 2**63 - 1). A correct sampler misses one of <= 65 equally likely cells in 4000 draws with
+    probability <= 65·(64/65)^4000 < 1e-25; the seeds are fixed, so the outcome is too."""
+    out = uniform_below(bound, 4000, BudgetedSource(f"below-{bound}", 4000))
+    assert out.dtype == np.int64 and out.shape == (4000,)
+    assert int(out.min()) >= 0 and int(out.max()) < bound
+    values = [int(u) for u in out.tolist()]
+    if bound <= 65:
+        assert set(values) == set(range(bound))
+    else:
+        assert {u * 8 // bound for u in values} == set(range(8))
+        assert {u % 8 for u in values} == set(range(8))
+
+
+@pytest.mark.parametrize(
+    ("bound", "cells"), [(3, 3), (2**26 + 1, 6), (3 * 2**40, 6), (3 * 2**61, 6), (2**63, 8)]
+)
+def test_uniform_below_is_uniform(bound: int, cells: int) -> None:
+    """Chi-square of 60k draws over ``cells`` equally likely cells, by the top (⌊u·cells/bound⌋) and by
+    the bottom (u mod cells) of u, at α = 1e-6 each (10 tests: false-failure rate <= 1e-5 for a fresh
+    seed; seeded, so fixed). The cells are equally likely to within cells/bound. The rejection is
+    exercised: 3·2**61 redraws a quarter of its 64-bit words, 3 the 8-bit word 255; 2**63 none."""
+    out = uniform_below(bound, 60_000, BudgetedSource(f"uniform-{bound}", 60_000))
+    top = np.array([int(u) * cells // bound for u in out.tolist()])
+    for column in (top, out % cells):
+        observed = np.bincount(column, minlength=cells)
+        assert observed.size == cells
+        assert float(stats.chisquare(observed).pvalue) > ALPHA
+
+
+def test_uniform_below_edge_cases_and_bad_bounds() -> None:
+    """Bound 1 needs no randomness (all zeros, nothing drawn); count 0 gives an empty int64 array;
+    a bound outside [1, 2**63] is refused (larger ones are drawn with randbelow by the callers); the
+    limits argument decides where bulk words stop (with DEFAULT_LIMITS a bound above 2**32 is drawn
+    with one randbelow per lane: the same values as those calls); a seeded source gives the same array."""
+
+    class NoDraws:
+        def randbits(self, n: int) -> int:
+            raise AssertionError("drew bits")
+
+        def randbelow(self, n: int) -> int:
+            raise AssertionError("drew below")
+
+    ones = uniform_below(1, 5, NoDraws())  # type: ignore[arg-type]
+    assert ones.dtype == np.int64 and ones.tolist() == [0] * 5
+    for bound in (1, 2**63):
+        empty = uniform_below(bound, 0, SeededRandomSource(1))
+        assert empty.dtype == np.int64 and empty.shape == (0,)
+    for bad in (0, -1, 2**63 + 1, 2**64):
+        with pytest.raises(ValueError, match="bound"):
+            uniform_below(bad, 3, SeededRandomSource(1))
+    a = uniform_below(3 * 2**40, 50, BudgetedSource("9", 50))
+    assert a.tolist() == uniform_below(3 * 2**40, 50, BudgetedSource("9", 50)).tolist()
+    assert a.tolist() != uniform_below(3 * 2**40, 50, BudgetedSource("10", 50)).tolist()
+    scalar = SeededRandomSource(9)
+    narrow = uniform_below(3 * 2**40, 50, SeededRandomSource(9), DEFAULT_LIMITS)
+    assert narrow.dtype == np.int64 and narrow.tolist() == [scalar.randbelow(3 * 2**40) for _ in range(50)]
