@@ -266,6 +266,7 @@ class ShardSketchFunction(KeyedProcessFunction):
         except PayloadError as exc:
             yield self._dead_letter(payload, str(exc), shard, offset)
             return
+        late = 0
         if isinstance(decoded, EndPayload):
             out = self._finish(sketcher)
         else:
@@ -286,7 +287,8 @@ class ShardSketchFunction(KeyedProcessFunction):
                 yield self._dead_letter(
                     payload, f"{late} event(s) {sketcher.late_reason}: not counted", shard, offset
                 )
-        self._commit(sketcher, decoded, flush=bool(out) or isinstance(decoded, EndPayload))
+        # any output (a closed epoch, the end, a late events' dead letter) is written at once
+        self._commit(sketcher, decoded, flush=bool(out) or bool(late) or isinstance(decoded, EndPayload))
         yield from out
         self.faults.on_message(shard, sketcher.progress.seen)
 
@@ -310,7 +312,7 @@ class ShardSketchFunction(KeyedProcessFunction):
                 return
             if late:
                 yield REJECTED, Rejected(event.element, f"{sketcher.late_reason}: not counted", event.shard)
-            flush = flush or bool(out)
+            flush = flush or bool(out) or bool(late)  # a rejection is written at once, too
             yield from out
         self._commit(sketcher, event.payload, flush=flush)
 

@@ -493,6 +493,7 @@ class _State:
     def __init__(self) -> None:
         self.stored: Any = None
         self.items: list[Any] = []
+        self.longest = 0  #: the longest the list has been
 
     def value(self) -> Any:
         return self.stored
@@ -505,6 +506,7 @@ class _State:
 
     def add(self, value: Any) -> None:
         self.items.append(value)
+        self.longest = max(self.longest, len(self.items))
 
     def clear(self) -> None:
         self.items = []
@@ -522,7 +524,9 @@ class _Context:
     get_list_state = get_state
 
 
-def _shard_run(windowing: str, elements: list[Any], restore_at: int | None, context: _Context) -> list[Any]:
+def _shard_run(
+    windowing: str, elements: list[Any], restore_at: int | None, context: _Context, substream: int = 50
+) -> list[Any]:
     """One shard's :class:`DPSWShardFunction` over ``elements`` (items, or ``(item, ms)`` and
     ``("tick", ms)``), restarted from its state (a new instance, empty memory) before ``restore_at``."""
     from privstream.operators.elements import element_payload
@@ -534,8 +538,9 @@ def _shard_run(windowing: str, elements: list[Any], restore_at: int | None, cont
 
     event_time = windowing == "event-time"
     settings = WindowSettings(
-        window=200, substream=50, depth=3, width=64, epsilon=1.0, delta=1e-6, domain_size=64, gamma=0.1,
-        shards=1, windowing=windowing, window_items=100 if event_time else None, submission_key=bytes(32),
+        window=4 * substream, substream=substream, depth=3, width=64, epsilon=1.0, delta=1e-6,
+        domain_size=64, gamma=0.1, shards=1, windowing=windowing,
+        window_items=12 * substream if event_time else None, submission_key=bytes(32),
     )  # fmt: skip
     out: list[Any] = []
     function = None
@@ -573,6 +578,29 @@ def test_sliding_window_shard_state_restores_mid_substream(windowing: str) -> No
         context = _Context()
         assert _shard_run(windowing, elements, restore_at, context) == whole, restore_at
         assert len(context.states["since"].items) < 50
+
+
+@pytest.mark.flink
+@pytest.mark.parametrize("windowing", ["count", "event-time"])
+def test_sliding_window_shard_state_stays_bounded_between_releases(windowing: str) -> None:
+    """Substreams longer than FLUSH_EVERY elements (150 items; 150 events between punctuations):
+    the elements since the last write never reach FLUSH_EVERY (the sketch is written, a count
+    window's waiting items fed to it, every FLUSH_EVERY elements), and a restart anywhere,
+    before or after such a write, gives the releases of an uninterrupted run."""
+    from privstream.operators.unflushed import FLUSH_EVERY
+
+    if windowing == "count":
+        elements: list[Any] = [i % 7 for i in range(700)]
+    else:
+        elements = []
+        for tick in range(150, 751, 150):
+            elements += [(i % 7, tick - 150 + i) for i in range(150)] + [("tick", tick)]
+    whole = _shard_run(windowing, elements, None, _Context(), substream=150)
+    assert sum(isinstance(r, dict) for r in whole) == (4 if windowing == "count" else 5)
+    for restore_at in (1, FLUSH_EVERY - 1, FLUSH_EVERY, FLUSH_EVERY + 1, 2 * FLUSH_EVERY + 3, 151, 400):
+        context = _Context()
+        assert _shard_run(windowing, elements, restore_at, context, substream=150) == whole, restore_at
+        assert context.states["since"].longest == FLUSH_EVERY - 1
 
 
 @pytest.mark.flink

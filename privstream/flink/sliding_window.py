@@ -38,10 +38,12 @@ entry; :class:`~privstream.flink.KafkaLedger` goes through the job's own
 hash-chained entry written before the graph exists). The noise key is a fresh CSPRNG secret per call
 (:attr:`~privstream.operators.window_logic.WindowSettings.submission_key`), HMAC-derived per shard.
 
-Keyed state per shard: the sketch's versioned binary state at the last release or clock move
-(:meth:`WindowShardLogic.to_bytes`, restored by ``WindowShardLogic(..., state)``) plus the elements
-seen since (a list, at most one substream of a count window): a restore rebuilds the sketch from both,
-with the same keyed noise, without serialising the whole sketch after every element.
+Keyed state per shard: the sketch's versioned binary state as last written
+(:meth:`WindowShardLogic.to_bytes`, restored by ``WindowShardLogic(..., state)``: at every release,
+clock move, rejection, and at least every
+:data:`~privstream.operators.unflushed.FLUSH_EVERY` elements) plus the elements seen since (a
+list of at most ``FLUSH_EVERY`` − 1): a restore rebuilds the sketch from both, with the same keyed
+noise, without serialising the whole sketch after every element.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argume
 from privstream.operators.payloads import EventPayload, WatermarkPayload
 from privstream.operators.shard_keys import process_by_shard
 from privstream.operators.sketch_operator import BYTES, REJECTED, Rejected, TypedEvent
+from privstream.operators.unflushed import UnflushedMessages
 from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
 
 #: WindowSettings' (and the core's) names in its errors → this function's argument
@@ -215,11 +218,13 @@ class _Live:
 class DPSWShardFunction(KeyedProcessFunction):
     """Keyed by shard: :class:`TypedEvent` → release dicts; :class:`Rejected` on ``REJECTED``.
 
-    State: ``dpsw-sketch`` (:meth:`WindowShardLogic.to_bytes` after the last release or clock move)
+    State: ``dpsw-sketch`` (:meth:`WindowShardLogic.to_bytes` as last written: module docstring)
     and ``binding`` (:meth:`WindowSettings.binding`, checked on restore, as the job's operator), and
-    ``since`` (the payload of every element since). The sketch is kept in memory and rebuilt
-    from the state after a restore (the elements since replayed into it; their outputs were emitted
-    before the checkpoint)."""
+    ``since`` (the payload of every element since, :class:`UnflushedMessages`). The sketch is kept
+    in memory and rebuilt from the state after a restore (the elements since replayed into it: an
+    element with an output is written at once, so a replayed one had none). A count window's
+    items wait in memory until their substream completes (one release) or ``FLUSH_EVERY``
+    elements went unwritten; then they are fed to the sketch, which is written."""
 
     def __init__(self, settings: WindowSettings, name: str) -> None:
         self.settings = settings
@@ -228,7 +233,7 @@ class DPSWShardFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         self.sketch = runtime_context.get_state(ValueStateDescriptor("dpsw-sketch", BYTES))
         self.binding = runtime_context.get_state(ValueStateDescriptor("binding", Types.STRING()))
-        self.since = runtime_context.get_list_state(ListStateDescriptor("since", PICKLED))
+        self.since = UnflushedMessages(runtime_context.get_list_state(ListStateDescriptor("since", PICKLED)))
         self._live: dict[int, _Live] = {}  # shard -> sketch; rebuilt after every restore
 
     def _shard(self, shard: int) -> _Live:
@@ -237,7 +242,7 @@ class DPSWShardFunction(KeyedProcessFunction):
             stored, binding = self.sketch.value(), self.binding.value() or "(none stored)"
             restored = None if stored is None else bytes(stored)
             live = _Live(WindowShardLogic(self.settings, shard, restored, binding=binding))
-            for payload in self.since.get() or []:
+            for payload in self.since.restore(shard):
                 if self.settings.event_time:
                     live.logic.add_events(payload, b"", 0, self.name)
                 else:
@@ -246,10 +251,14 @@ class DPSWShardFunction(KeyedProcessFunction):
         return live
 
     def _store(self, live: _Live) -> None:
+        """Write the sketch, a count window's waiting items fed to it first (fewer than the rest of
+        their substream: no output)."""
+        if live.waiting:
+            assert not live.logic.add(live.waiting), "an incomplete substream releases nothing"
+            live.waiting = []
         self.sketch.update(live.logic.to_bytes())
         if self.binding.value() != live.logic.binding:
             self.binding.update(live.logic.binding)
-        self.since.clear()
 
     def _outputs(self, outputs: list[tuple[str, bytes]], element: Any, shard: int) -> Iterator[Any]:
         """The logic's outputs: a release as its dict, a dead letter as a :class:`Rejected`."""
@@ -277,20 +286,25 @@ class DPSWShardFunction(KeyedProcessFunction):
             clock = logic.sketch.clock
             outputs = logic.punctuate(payload.watermark_ms, b"", 0, self.name)
             if logic.sketch.clock != clock:
-                self._store(live)
+                self.since.commit(event.shard, None, True, lambda: self._store(live))
             yield from self._outputs(outputs, Punctuation(payload.watermark_ms), event.shard)
             return
         if not isinstance(payload, EventPayload):
             return
-        self.since.add(payload)
+
+        def store() -> None:
+            self._store(live)
+
         if self.settings.event_time:
             outputs = logic.add_events(payload, b"", 0, self.name)
+            self.since.commit(event.shard, payload, bool(outputs), store)
             yield from self._outputs(outputs, event.element, event.shard)
             return
         live.waiting.append(payload.items[0])
         if len(live.waiting) < self.settings.substream - logic.sketch.items % self.settings.substream:
+            self.since.commit(event.shard, payload, False, store)
             return
         outputs = logic.add(live.waiting)  # exactly the rest of the substream: one release
         live.waiting = []
-        self._store(live)
+        self.since.commit(event.shard, None, True, store)
         yield from self._outputs(outputs, event.element, event.shard)
