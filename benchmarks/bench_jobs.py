@@ -253,15 +253,6 @@ def _new_job(cluster: Any, state: str, timeout_s: float = 120.0) -> str:
         time.sleep(0.2)
 
 
-def _cancel(cluster: Any, jid: str) -> None:
-    import urllib.request
-
-    request = urllib.request.Request(
-        f"http://localhost:{cluster.rest_port}/jobs/{jid}?mode=cancel", method="PATCH"
-    )
-    urllib.request.urlopen(request, timeout=30).close()
-
-
 def run_cluster(
     bootstrap: str,
     topics: dict[str, str],
@@ -312,7 +303,7 @@ def run_cluster(
                 jid = _new_job(cluster, "RUNNING")
                 wait_releases(bootstrap, f"{name}-releases", expected[job], timeout_s=1800)
                 seconds = time.time() - cluster.rest(f"/jobs/{jid}")["start-time"] / 1000
-                _cancel(cluster, jid)
+                cluster.cancel(jid)
                 yield Row(
                     job,
                     setting,

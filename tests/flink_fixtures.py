@@ -583,6 +583,15 @@ class StandaloneCluster:
         """A GET of the cluster's REST API (decoded JSON)."""
         return rest_get(self.rest_port, path)
 
+    def cancel(self, jid: str) -> None:
+        """Cancel a job (REST ``PATCH /jobs/<jid>?mode=cancel``; returns once it was accepted)."""
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"http://localhost:{self.rest_port}/jobs/{jid}?mode=cancel", method="PATCH"
+        )
+        urllib.request.urlopen(request, timeout=30).close()
+
     def taskmanager_pids(self) -> list[int]:
         """The TaskManager processes (from their pid file)."""
         pids = []

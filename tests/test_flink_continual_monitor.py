@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,43 @@ def test_bf_job_equals_core(flink_broker, tmp_path) -> None:
     print(
         f"\ncontinual-monitor bf: {cells} masked cells ({8 * cells} bytes) over {NODES} nodes x {STEPS} steps"
     )
+
+
+def test_lu_job_at_parallelism_2_on_two_taskmanagers(flink_broker, two_taskmanager_cluster) -> None:
+    """``flink run -py`` on PyFlink's own standalone cluster, two TaskManagers of one slot each, at
+    ``--parallelism 2``: one node sub-task in each TaskManager, both reading events (the routing
+    keys put node 0 in one, nodes 1 and 2 in the other), and the releases are the core protocols'
+    — the releases of the parallelism-1 run of the same stream and noise seed
+    (test_lu_job_equals_core_and_restores_exactly_once)."""
+    cluster = two_taskmanager_cluster
+    topic, per_node = produce(flink_broker.bootstrap)
+    prefix = fresh_name("cm-cluster")
+    script = Path(__file__).parent / "jobs" / "seeded_continual_monitor.py"
+    checkpoints = str(cluster.workdir / "checkpoints")
+    proc = cluster.submit(script, flink_broker.bootstrap, topic, prefix, "2", checkpoints, detached=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    config = job(flink_broker.bootstrap, topic, prefix)
+    [running] = cluster.rest("/jobs/overview")["jobs"]
+    try:
+        got = released(flink_broker.bootstrap, config)
+        [node] = [
+            v for v in cluster.rest(f"/jobs/{running['jid']}")["vertices"] if v["name"].startswith("node")
+        ]
+        assert node["parallelism"] == 2
+        where = cluster.rest(f"/jobs/{running['jid']}/vertices/{node['id']}/taskmanagers")
+        assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
+
+        def reading() -> dict[str, float]:
+            subtasks = cluster.rest(f"/jobs/{running['jid']}/vertices/{node['id']}")["subtasks"]
+            return {
+                "subtasks": len(subtasks),
+                "least read": min(st["metrics"]["read-records"] for st in subtasks),
+            }
+
+        wait_for_metrics(
+            "the node sub-tasks' records read", reading, {"subtasks": 2, "least read": lambda n: n > 0}
+        )
+    finally:
+        cluster.cancel(running["jid"])
+    want, _ = core_releases(config.settings, per_node, config.hooks)
+    assert got == want and any(want)

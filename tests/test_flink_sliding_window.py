@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from privstream.connectors.avro_codec import decode
 from privstream.connectors.clients import free_port
+from privstream.connectors.ledger_topic import record_state
 from privstream.jobs.sliding_window import SlidingWindowConfig, start
 from privstream.operators.test_hooks import TestHooks
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic
@@ -37,6 +38,7 @@ from tests.flink_fixtures import (
     fresh_name,
     one_per,
     privstream_metrics,
+    produce_stream,
     read_distinct,
     read_topic,
     wait_for_metrics,
@@ -77,16 +79,46 @@ def _config(
     )
 
 
+def count_settings() -> WindowSettings:
+    """The count-window job's settings (W = 250 items, the injected submission key)."""
+    return WindowSettings(
+        window=WINDOW, substream=W, checkpoints=(W, 16, 1), budget_ratio=0.5, depth=3, width=128,
+        epsilon=1.0, delta=1e-6, domain_size=DOMAIN, gamma=GAMMA, shards=SHARDS, queries=QUERIES,
+        submission_key=KEY,
+    )  # fmt: skip
+
+
+def _assert_releases_are_the_cores(
+    by_substream: dict,
+    items: dict[int, np.ndarray],
+    config: SlidingWindowConfig,
+    snapshots: dict | None = None,
+) -> None:
+    """Every shard's release k (and, with ``snapshots``, its state) equals the core DPSW-Sketch fed
+    the shard's first (k + 1)·W items under the shard's key (HMAC of the submission key)."""
+    settings = config.settings
+    for p in range(SHARDS):
+        key = hmac.new(KEY, f"privstream sliding-window shard {p}".encode(), hashlib.sha256).digest()
+        ref = DPSWSketch(settings.params, domain=range(DOMAIN), noise_key=key)
+        for k in range(len(items[p]) // W):
+            ref.update_batch(items[p][k * W : (k + 1) * W])
+            release = by_substream[(p, k)]
+            if snapshots is not None:  # byte-identical, also after a restore
+                assert snapshots[(p, k)]["data"] == ref.to_bytes(), (p, k)
+            assert release["position"] == (k + 1) * W
+            assert [e["estimate"] for e in release["estimates"]] == ref.estimate_batch(QUERIES).tolist()
+            assert [(h["item"], h["estimate"]) for h in release["heavy_hitters"]] == ref.heavy_hitters(GAMMA)
+            assert (release["ledger_id"], release["ledger_sequence"]) == (config.ledger_id, 1)
+            assert release["ledger_entry_hash"] == settings.charge.entry_hash
+            assert "replace one event" in release["neighbour_relation"]
+
+
 def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_path) -> None:
     bootstrap, prefix = flink_broker.bootstrap, fresh_name("window")
     topic = f"{prefix}-events"
     phased = PhasedProducer(bootstrap, topic, partitions=SHARDS, events=EVENTS, batch_size=250)
     first_half_shard0 = int(np.count_nonzero(phased.parts[: phased.half] == 0))
-    settings = WindowSettings(
-        window=WINDOW, substream=W, checkpoints=(W, 16, 1), budget_ratio=0.5, depth=3, width=128,
-        epsilon=1.0, delta=1e-6, domain_size=DOMAIN, gamma=GAMMA, shards=SHARDS, queries=QUERIES,
-        submission_key=KEY,
-    )  # fmt: skip
+    settings = count_settings()
     config = replace(  # a graph at parallelism 2 (shard 0 in sub-task 0, shard 1 in 1: docs/deploy.md)
         _config(settings, bootstrap, prefix, topic, tmp_path, first_half_shard0 + 500, f"{prefix}-states"),
         parallelism=2,
@@ -126,20 +158,7 @@ def test_job_releases_every_substream_once_across_a_failure(flink_broker, tmp_pa
     )
     entries = [r for r in ledger if r.get("ledger_id") == config.ledger_id and "sequence" in r]
     assert [e["sequence"] for e in entries] == [1]  # charged once for the whole run
-    charge = prepared.settings.charge
-    for p in range(SHARDS):
-        key = hmac.new(KEY, f"privstream sliding-window shard {p}".encode(), hashlib.sha256).digest()
-        ref = DPSWSketch(settings.params, domain=range(DOMAIN), noise_key=key)
-        for k in range(len(items[p]) // W):
-            ref.update_batch(items[p][k * W : (k + 1) * W])
-            release, state = by_substream[(p, k)], snapshots[(p, k)]
-            assert state["data"] == ref.to_bytes(), (p, k)  # byte-identical, also after the restore
-            assert release["position"] == (k + 1) * W
-            assert [e["estimate"] for e in release["estimates"]] == ref.estimate_batch(QUERIES).tolist()
-            assert [(h["item"], h["estimate"]) for h in release["heavy_hitters"]] == ref.heavy_hitters(GAMMA)
-            assert (release["ledger_id"], release["ledger_sequence"]) == (config.ledger_id, 1)
-            assert release["ledger_entry_hash"] == charge.entry_hash
-            assert "replace one event" in release["neighbour_relation"]
+    _assert_releases_are_the_cores(by_substream, items, prepared, snapshots)
     malformed = {(r["partition"], r["offset"]) for r in letters}
     assert len(malformed) == 1 and next(iter(malformed))[0] == 1  # PhasedProducer's malformed message
     assert {r["run_id"] for r in releases} == {r["run_id"] for r in letters} == {prefix}  # tail --run
@@ -243,3 +262,61 @@ def test_event_time_job_releases_on_punctuations_as_the_logic_across_a_failure(
     entries = [r for r in ledger if r.get("ledger_id") == config.ledger_id and "sequence" in r]
     assert [e["sequence"] for e in entries] == [1]  # charged once for the whole run
     print(f"\nsliding-window event-time: {len(releases)} releases, {seconds:.1f} s from submission")
+
+
+def cluster_config(
+    bootstrap: str, topic: str, prefix: str, parallelism: int, checkpoints: str
+) -> SlidingWindowConfig:
+    """The count-window job without test faults, for tests/jobs/seeded_sliding_window.py."""
+    config = _config(count_settings(), bootstrap, prefix, topic, Path(checkpoints), 0)
+    return replace(
+        config, hooks=TestHooks(), flink_conf=(), parallelism=parallelism, checkpoint_dir=checkpoints
+    )
+
+
+def test_job_at_parallelism_2_on_two_taskmanagers(flink_broker, two_taskmanager_cluster) -> None:
+    """``flink run -py`` on PyFlink's own standalone cluster, two TaskManagers of one slot each, at
+    ``--parallelism 2``: one shard sub-task in each TaskManager, both reading events (the routing
+    keys put shard 0 in one, shard 1 in the other), and every release equals the core DPSW-Sketch's
+    under the same submission key — what the parallelism-1 logic releases (the test above)."""
+    cluster = two_taskmanager_cluster
+    prefix = fresh_name("window-cluster")
+    topic = f"{prefix}-events"
+    stream = produce_stream(flink_broker.bootstrap, topic, partitions=SHARDS, events=EVENTS, batch_size=250)
+    items = {p: np.concatenate(stream.batches[p]) for p in range(SHARDS)}
+    checkpoints = str(cluster.workdir / "checkpoints")
+    script = Path(__file__).parent / "jobs" / "seeded_sliding_window.py"
+    proc = cluster.submit(script, flink_broker.bootstrap, topic, prefix, "2", checkpoints, detached=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [running] = cluster.rest("/jobs/overview")["jobs"]
+    try:
+        expected = sum(len(v) // W for v in items.values())
+        releases = read_topic(
+            flink_broker.bootstrap, f"{prefix}-releases", expect=expected, idle_s=2.0, timeout_s=180
+        )
+        [shard] = [v for v in cluster.rest(f"/jobs/{running['jid']}")["vertices"] if "DPSW" in v["name"]]
+        assert shard["parallelism"] == 2
+        where = cluster.rest(f"/jobs/{running['jid']}/vertices/{shard['id']}/taskmanagers")
+        assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
+
+        def reading() -> dict[str, float]:
+            subtasks = cluster.rest(f"/jobs/{running['jid']}/vertices/{shard['id']}")["subtasks"]
+            return {
+                "subtasks": len(subtasks),
+                "least read": min(st["metrics"]["read-records"] for st in subtasks),
+            }
+
+        wait_for_metrics(
+            "the shard sub-tasks' records read", reading, {"subtasks": 2, "least read": lambda n: n > 0}
+        )
+    finally:
+        cluster.cancel(running["jid"])
+    by_substream = one_per(
+        releases, lambda r: (r["shard"], r["substream"]), fields_but(releases, "release_time")
+    )
+    assert sorted(by_substream) == [(p, k) for p in range(SHARDS) for k in range(len(items[p]) // W)]
+    ledger = read_topic(flink_broker.bootstrap, f"{prefix}-ledger", idle_s=0.5, timeout_s=20)
+    [entry] = [record_state(r) for r in ledger if "sequence" in r]  # the one charge of the run
+    config = cluster_config(flink_broker.bootstrap, topic, prefix, 2, checkpoints)
+    charged = replace(config.settings, charge=replace(config.settings.charge, entry_hash=entry.entry_hash))
+    _assert_releases_are_the_cores(by_substream, items, replace(config, settings=charged))
