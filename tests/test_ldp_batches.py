@@ -252,6 +252,12 @@ def test_the_default_encode_many_is_one_encode_per_value(make: type) -> None:
         oracle.encode_many([])
     with pytest.raises(ValueError, match="withheld"):
         oracle.encode_many([1, 10])
+    for dtype in (np.int64, np.int32, np.uint16):  # an integer array batches like the list
+        array = make(1.5, 10, rng=SeededRandomSource("twin")).encode_many(np.array(values, dtype=dtype))
+        assert array.payloads == batch.payloads
+    for bad in (np.array([1.0, 2.0]), np.array([True, False])):  # not ints: refused, not echoed
+        with pytest.raises(ValueError, match="withheld"):
+            oracle.encode_many(bad)
 
 
 class _Toy(LocalRandomiser):

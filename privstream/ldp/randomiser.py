@@ -160,8 +160,9 @@ class LocalRandomiser(ABC):
     def encode_many(self, values: Sequence[Any] | np.ndarray) -> LdpReportBatch:
         """Randomise every value on the client, independently and in order, into one batch. This
         default calls :meth:`encode` once per value (the GRR and HG-LDP randomisers vectorise it)
-        and requires one state and one payload width for all."""
-        reports = [self.encode(v) for v in values]
+        and requires one state and one payload width for all. An array is read as its Python
+        values (an integer array's items are ints, as :meth:`encode` expects)."""
+        reports = [self.encode(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
         if not reports:
             raise ValueError("values: a batch needs at least one value")
         first = reports[0]
