@@ -90,6 +90,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="PAGE",
         help="also write the run as a Markdown page with its plots (e.g. docs/eval/<study>.md: the site's page)",
     )
+    parser.add_argument(
+        "--report-section",
+        metavar="TITLE",
+        help="write the run as the section TITLE of the --report page, keeping the page's other runs",
+    )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
@@ -134,7 +139,10 @@ def argv_of(args: argparse.Namespace) -> list[str]:
         out += ["--param", f"{key}={value}"]
     if args.no_plots:
         out.append("--no-plots")
-    return [*out, "--report", args.report]
+    out += ["--report", args.report]
+    if args.report_section:
+        out += ["--report-section", args.report_section]
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,7 +157,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from privstream.eval.claims import format_claims
     from privstream.eval.harness import run_study
+    from privstream.eval.report import section_slug, write_report
     from privstream.eval.workloads import MissingExtra
+
+    if args.report_section is not None:  # a bad title fails before the run, not after it
+        if not args.report:
+            print("privstream eval: --report-section needs --report PAGE", file=sys.stderr)
+            return 2
+        try:
+            section_slug(args.report_section)
+        except ValueError as exc:
+            print(f"privstream eval: {exc}", file=sys.stderr)
+            return 2
 
     overrides = {
         "workloads": args.workload,
@@ -181,10 +200,8 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         import shlex
 
-        from privstream.eval.report import write_report
-
         command = shlex.join(["privstream", "eval", *(argv_of(args))])
-        write_report(outcome, args.report, command)
+        write_report(outcome, args.report, command, section=args.report_section)
     print(format_claims(outcome.claims))
     print(f"{len(outcome.tables['runs'])} runs in {outcome.seconds:.1f} s; results in {outcome.out_dir}/:")
     print("  " + " ".join(sorted(p.name for p in outcome.files)))
