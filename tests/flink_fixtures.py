@@ -428,6 +428,36 @@ def privstream_metrics(web_ui: str | int) -> dict[str, float]:
     return totals
 
 
+def assert_subtasks_read(
+    rest: Callable[[str], Any],
+    jid: str,
+    vertex: Callable[[str], bool],
+    parallelism: int,
+    taskmanagers: int | None = None,
+) -> None:
+    """The job's vertex whose name ``vertex`` accepts runs ``parallelism`` sub-tasks — spread over
+    ``taskmanagers`` TaskManagers if given, one each — and every sub-task has read records (waited
+    for: the REST API's metrics trail the job). ``rest``: a GET of the cluster's REST API."""
+    [found] = [v for v in rest(f"/jobs/{jid}")["vertices"] if vertex(v["name"])]
+    assert found["parallelism"] == parallelism, found
+    if taskmanagers is not None:
+        where = rest(f"/jobs/{jid}/vertices/{found['id']}/taskmanagers")["taskmanagers"]
+        assert len({tm["taskmanager-id"] for tm in where}) == taskmanagers, where
+
+    def reading() -> dict[str, float]:
+        subtasks = rest(f"/jobs/{jid}/vertices/{found['id']}")["subtasks"]
+        return {
+            "subtasks": len(subtasks),
+            "least read": min(st["metrics"]["read-records"] for st in subtasks),
+        }
+
+    wait_for_metrics(
+        f"every sub-task of {found['name']!r} to read records",
+        reading,
+        {"subtasks": parallelism, "least read": lambda n: n > 0},
+    )
+
+
 def wait_for_metrics(
     where: str,
     read: Callable[[], dict[str, float]],

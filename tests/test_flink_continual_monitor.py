@@ -20,6 +20,7 @@ from privstream.operators.test_hooks import TestHooks
 
 from privstream.partitioning import partition_for
 from tests.flink_fixtures import (
+    assert_subtasks_read,
     create_topic,
     fresh_name,
     privstream_metrics,
@@ -110,12 +111,12 @@ def run(
                 (jid,) = [
                     j["jid"] for j in rest_get(port, "/jobs/overview")["jobs"] if j["state"] == "RUNNING"
                 ]
-                (node,) = [
-                    v for v in rest_get(port, f"/jobs/{jid}")["vertices"] if v["name"].startswith("node")
-                ]
-                subtasks = rest_get(port, f"/jobs/{jid}/vertices/{node['id']}")["subtasks"]
-                assert len(subtasks) == config.parallelism
-                assert all(st["metrics"]["read-records"] > 0 for st in subtasks), subtasks
+                assert_subtasks_read(
+                    lambda path: rest_get(port, path),
+                    jid,
+                    lambda name: name.startswith("node"),
+                    config.parallelism,
+                )
     finally:
         client.cancel().result()
     assert sorted(updates) == [
@@ -177,22 +178,9 @@ def test_lu_job_at_parallelism_2_on_two_taskmanagers(flink_broker, two_taskmanag
     [running] = cluster.rest("/jobs/overview")["jobs"]
     try:
         got = released(flink_broker.bootstrap, config)
-        [node] = [
-            v for v in cluster.rest(f"/jobs/{running['jid']}")["vertices"] if v["name"].startswith("node")
-        ]
-        assert node["parallelism"] == 2
-        where = cluster.rest(f"/jobs/{running['jid']}/vertices/{node['id']}/taskmanagers")
-        assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
-
-        def reading() -> dict[str, float]:
-            subtasks = cluster.rest(f"/jobs/{running['jid']}/vertices/{node['id']}")["subtasks"]
-            return {
-                "subtasks": len(subtasks),
-                "least read": min(st["metrics"]["read-records"] for st in subtasks),
-            }
-
-        wait_for_metrics(
-            "the node sub-tasks' records read", reading, {"subtasks": 2, "least read": lambda n: n > 0}
+        # one node sub-task in each TaskManager, both reading events
+        assert_subtasks_read(
+            cluster.rest, running["jid"], lambda name: name.startswith("node"), 2, taskmanagers=2
         )
     finally:
         cluster.cancel(running["jid"])

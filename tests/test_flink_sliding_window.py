@@ -33,6 +33,7 @@ from privstream.operators.window_logic import WindowSettings, WindowShardLogic
 from privstream.window import DPSWSketch
 from tests.flink_fixtures import (
     PhasedProducer,
+    assert_subtasks_read,
     create_topic,
     fields_but,
     fresh_name,
@@ -294,21 +295,8 @@ def test_job_at_parallelism_2_on_two_taskmanagers(flink_broker, two_taskmanager_
         releases = read_topic(
             flink_broker.bootstrap, f"{prefix}-releases", expect=expected, idle_s=2.0, timeout_s=180
         )
-        [shard] = [v for v in cluster.rest(f"/jobs/{running['jid']}")["vertices"] if "DPSW" in v["name"]]
-        assert shard["parallelism"] == 2
-        where = cluster.rest(f"/jobs/{running['jid']}/vertices/{shard['id']}/taskmanagers")
-        assert len({tm["taskmanager-id"] for tm in where["taskmanagers"]}) == 2  # one sub-task in each
-
-        def reading() -> dict[str, float]:
-            subtasks = cluster.rest(f"/jobs/{running['jid']}/vertices/{shard['id']}")["subtasks"]
-            return {
-                "subtasks": len(subtasks),
-                "least read": min(st["metrics"]["read-records"] for st in subtasks),
-            }
-
-        wait_for_metrics(
-            "the shard sub-tasks' records read", reading, {"subtasks": 2, "least read": lambda n: n > 0}
-        )
+        # one shard sub-task in each TaskManager, both reading events
+        assert_subtasks_read(cluster.rest, running["jid"], lambda name: "DPSW" in name, 2, taskmanagers=2)
     finally:
         cluster.cancel(running["jid"])
     by_substream = one_per(
