@@ -96,7 +96,7 @@ def run_naive(bootstrap: str, topic: str, stop_offsets: dict[int, int]) -> float
     """Per-record keyed PyFlink counting over the same topic (prefix up to ``stop_offsets``)."""
     from privstream.connectors.avro_codec import decode
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink
-    from privstream.operators.sketch_operator import END_OF_INPUT
+    from privstream.operators.shard_operator import END_OF_INPUT
     from pyflink.common import Types
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor

@@ -172,7 +172,7 @@ def feed_event_message(sketch: Any, row: Any) -> None:
 def _shard_sketch_function(k: int, feed: Any) -> Any:
     """Keyed by partition: a ``MisraGries(k)`` object in a keyed ``ValueState``, fed each record with
     ``feed``; emits ``"partition events records"`` at the end of input."""
-    from privstream.operators.sketch_operator import END_OF_INPUT
+    from privstream.operators.shard_operator import END_OF_INPUT
     from pyflink.common import Types
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor

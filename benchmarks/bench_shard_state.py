@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' st
 from privstream.operators.epochs import CountEpochs, ShardProgress  # noqa: E402
 from privstream.operators.payloads import EventPayload  # noqa: E402
 from privstream.operators.shard_logic import ShardSketcher  # noqa: E402
-from privstream.operators.sketch_operator import ShardSketchFunction, TypedEvent  # noqa: E402
+from privstream.operators.shard_operator import TypedEvent  # noqa: E402
+from privstream.operators.sketch_operator import ShardSketchFunction  # noqa: E402
 from privstream.operators.sketch_spec import SketchSpec  # noqa: E402
 from privstream.operators.unflushed import UnflushedMessages  # noqa: E402
 from privstream.operators.window_logic import WindowShardLogic  # noqa: E402

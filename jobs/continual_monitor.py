@@ -80,7 +80,7 @@ def build(env: Any, config: ContinualConfig) -> None:
     from privstream.operators.continual_operator import ContinualAggregatorFunction, ContinualNodeFunction
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.shard_keys import process_by_shard
-    from privstream.operators.sketch_operator import DEAD_LETTERS
+    from privstream.operators.shard_operator import DEAD_LETTERS
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 

@@ -92,7 +92,8 @@ def build_pipeline(
     from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
     from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
     from privstream.operators.shard_keys import process_by_shard
-    from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction
+    from privstream.operators.shard_operator import DEAD_LETTERS
+    from privstream.operators.sketch_operator import ShardSketchFunction
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 

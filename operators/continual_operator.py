@@ -1,9 +1,11 @@
 """The continual-monitor job's Flink operators (bodies in :mod:`privstream.operators.continual_logic`).
 
 :class:`ContinualNodeFunction` is the keyed node operator (one key = one node = one partition of
-the events topic). It is the heavy-hitters sketch operator with the node in place of the shard
-sketcher: the same decoding, dead letters, end of input (``EndMarker`` or the final watermark) and
-test faults; its keyed state is the open steps' items (``MapState`` of
+the events topic). It is the sharded operator
+(:class:`~privstream.operators.shard_operator.ShardFunction`, as the heavy-hitters shard sketches
+are) with a node as each shard's body: the same decoding, dead letters, end of input
+(``EndMarker`` or the final watermark) and test faults; its keyed state is the open steps' items
+(``MapState`` of
 :class:`~privstream.operators.continual_logic.OpenSteps`: one entry per message and step, so a
 message writes its own events, not its step so far), the punctuation clock and the
 node protocol's state (PCC with its secret noise key, Last(x)), all checkpointed with the Kafka
@@ -29,7 +31,7 @@ from privstream.operators.continual_logic import (
 from privstream.operators.epochs import ShardProgress
 from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
-from privstream.operators.sketch_operator import DEAD_LETTERS, ShardSketchFunction, _MapStateStore
+from privstream.operators.shard_operator import DEAD_LETTERS, MapStateStore, ShardFunction
 from privstream.operators.test_hooks import TestHooks
 from pyflink.common import Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -38,13 +40,7 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 logger = logging.getLogger(__name__)
 
 
-class _EventsOnly:
-    """What the inherited decoding needs of a sketch spec: nodes read events, not user sets."""
-
-    user_sets = False
-
-
-class ContinualNodeFunction(ShardSketchFunction):
+class ContinualNodeFunction(ShardFunction):
     """Per-node time steps and protocol; emits ``ContinualUpdate`` bytes as steps close. ``hooks``:
     TESTS ONLY (seeded noise keys, an injected failure), None in production."""
 
@@ -57,17 +53,11 @@ class ContinualNodeFunction(ShardSketchFunction):
         typed: bool = False,
         schedule: tuple[int, int] | None = None,
     ) -> None:
-        """``typed``/``schedule``: the public operator's input (:class:`~privstream.operators.sketch_operator.TypedEvent`
+        """``typed``/``schedule``: the public operator's input (:class:`~privstream.operators.shard_operator.TypedEvent`
         rows, the nodes' clock from Punctuation elements or a declared schedule), as for the sketch
         operator."""
         super().__init__(
-            _EventsOnly(),  # type: ignore[arg-type]
-            settings.policy,
-            topic,
-            hooks,
-            settings.nodes,
-            typed=typed,
-            schedule=schedule,
+            settings.policy, topic, hooks, settings.nodes, user_sets=False, typed=typed, schedule=schedule
         )
         self.settings = settings
         self.hooks = hooks
@@ -99,7 +89,7 @@ class ContinualNodeFunction(ShardSketchFunction):
         cached = self.loaded.get(shard)
         steps = self.open_steps.get(shard)
         if steps is None:
-            steps = OpenSteps(_MapStateStore(self.step_pieces, self._sizes.setdefault(shard, {})))
+            steps = OpenSteps(MapStateStore(self.step_pieces, self._sizes.setdefault(shard, {})))
             self.open_steps[shard] = steps
         node = _SavingNode(
             shard,

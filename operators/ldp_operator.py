@@ -25,7 +25,7 @@ from typing import Any
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.ldp_logic import LdpServerLogic, LdpServerSettings
 from privstream.operators.metrics import OperatorMetrics
-from privstream.operators.sketch_operator import DEAD_LETTERS
+from privstream.operators.shard_operator import DEAD_LETTERS
 from privstream.operators.test_hooks import TestHooks
 from privstream.operators.unflushed import UnflushedMessages
 from pyflink.common import Row, Types

@@ -26,7 +26,7 @@ from typing import Any
 
 from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
-from privstream.operators.sketch_operator import DEAD_LETTERS
+from privstream.operators.shard_operator import DEAD_LETTERS
 from privstream.operators.test_hooks import TestHooks
 from privstream.operators.unflushed import UnflushedMessages
 from privstream.operators.window_logic import WindowSettings, WindowShardLogic

@@ -531,7 +531,7 @@ def _shard_run(
     ``("tick", ms)``), restarted from its state (a new instance, empty memory) before ``restore_at``."""
     from privstream.operators.elements import element_payload
     from privstream.operators.payloads import WatermarkPayload
-    from privstream.operators.sketch_operator import TypedEvent
+    from privstream.operators.shard_operator import TypedEvent
     from privstream.operators.window_logic import WindowSettings
 
     from privstream.flink.sliding_window import DPSWShardFunction

@@ -141,7 +141,7 @@ def shard_function(
 
 def run(function: Any, messages: list[tuple[int, bytes]]) -> tuple[dict[int, dict], list[ShardSketch]]:
     """Feed shard 0's ``(offset, bytes)`` messages; ``({offset: dead letter}, shard sketches)``."""
-    from privstream.operators.sketch_operator import DEAD_LETTERS
+    from privstream.operators.shard_operator import DEAD_LETTERS
 
     letters: dict[int, dict] = {}
     sketches: list[ShardSketch] = []

@@ -1,8 +1,8 @@
 """The sketch operator's live sketches (issue 25): O(events) per message, and a restore from any
 checkpoint gives the same shard sketches, byte for byte, as a run without the failure.
 
-The real operator body (:class:`~privstream.operators.sketch_operator.ShardSketchFunction`) runs on
-in-memory stand-ins of its Flink state (tests/test_several_bad_messages.py). A checkpoint is a deep
+The real operator body (:class:`~privstream.operators.sketch_operator.ShardSketchFunction`, a
+:class:`~privstream.operators.shard_operator.ShardFunction`) runs on in-memory stand-ins of its Flink state (tests/test_several_bad_messages.py). A checkpoint is a deep
 copy of that state (the flushed sketches, the progress record and the messages since the last
 flush); a restore is a fresh function on the copy, fed the messages after the checkpoint, as Flink
 replays them from the checkpointed Kafka offsets. Compared with the reference — the shard logic
@@ -21,7 +21,8 @@ import pytest
 from privstream.operators.epochs import CountEpochs, ShardProgress, TimeEpochs
 from privstream.operators.payloads import EventPayload, UserSetPayload, WatermarkPayload
 from privstream.operators.shard_logic import ShardSketch, ShardSketcher
-from privstream.operators.sketch_operator import ShardSketchFunction, TypedEvent
+from privstream.operators.shard_operator import TypedEvent
+from privstream.operators.sketch_operator import ShardSketchFunction
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.unflushed import UnflushedMessages
 

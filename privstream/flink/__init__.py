@@ -25,7 +25,7 @@ from privstream.flink.streams import Punctuation
 from privstream.operators.epochs import CountEpochs, TimeEpochs
 from privstream.operators.ldp_logic import LdpServerSettings
 from privstream.operators.release_logic import ReleaseRefusal
-from privstream.operators.sketch_operator import Rejected
+from privstream.operators.shard_operator import Rejected
 
 __all__ = [
     "CountEpochs",

@@ -47,7 +47,7 @@ from privstream.flink.streams import (
     route,
 )
 from privstream.operators.continual_logic import ContinualSettings
-from privstream.operators.sketch_operator import REJECTED, TypedEvent
+from privstream.operators.shard_operator import REJECTED, TypedEvent
 from privstream.operators.window_logic import LedgerCharge
 
 #: ContinualSettings' option names in its errors → this function's argument

@@ -52,7 +52,7 @@ from privstream.flink.streams import (
 from privstream.operators.epochs import CountEpochs, TimeEpochs
 from privstream.operators.release_logic import ReleaseConfig, new_ledger
 from privstream.operators.routing import SHARD_KEYS
-from privstream.operators.sketch_operator import REJECTED, TypedEvent
+from privstream.operators.shard_operator import REJECTED, TypedEvent
 from privstream.operators.sketch_spec import RELEASE_MODES, SketchSpec, kind_for
 from privstream.operators.window_logic import LedgerCharge
 from privstream.validation import check_privacy_bound

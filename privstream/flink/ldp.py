@@ -42,7 +42,7 @@ from privstream.ldp.randomiser import LdpReportBatch
 from privstream.operators.kafka_io import BYTES, SOURCE_ROW
 from privstream.operators.ldp_logic import LdpServerSettings
 from privstream.operators.ldp_operator import STATE, LdpServerFunction
-from privstream.operators.sketch_operator import DEAD_LETTERS, Rejected
+from privstream.operators.shard_operator import DEAD_LETTERS, Rejected
 
 #: what the rejected reports' dead-letter records name as their source
 SOURCE = "privstream.flink.private_ldp_heavy_hitters"

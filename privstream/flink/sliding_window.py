@@ -64,7 +64,7 @@ from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_o
 from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argument, check_stream, route
 from privstream.operators.payloads import EventPayload, WatermarkPayload
 from privstream.operators.shard_keys import process_by_shard
-from privstream.operators.sketch_operator import BYTES, REJECTED, Rejected, TypedEvent
+from privstream.operators.shard_operator import BYTES, REJECTED, Rejected, TypedEvent
 from privstream.operators.unflushed import UnflushedMessages
 from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
 

@@ -14,7 +14,7 @@ from pyflink.datastream.functions import FlatMapFunction
 
 from privstream.operators.elements import Rejection, element_payload
 from privstream.operators.payloads import WatermarkPayload
-from privstream.operators.sketch_operator import Rejected, TypedEvent
+from privstream.operators.shard_operator import Rejected, TypedEvent
 
 PICKLED = Types.PICKLED_BYTE_ARRAY()
 
