@@ -16,8 +16,8 @@ Pipeline (PyFlink DataStream; see ``docs/stack-facts.md``)::
       → key_by(0) → EpochCombineFunction                         shard sketches in shard-id order
                                                                  (per shard) or their fixed-order merge
       → key_by(0) → ReleaseFunction                               ledger in state, release entry point
-            ├─ main: Avro Release (ReleaseRefused once the budget is exhausted) → releases
-            │                                                     KafkaSink EXACTLY_ONCE
+            ├─ main: typed Release (ReleaseRefusal once the budget is exhausted)
+            │    → encode at the edge (Avro) → releases           KafkaSink EXACTLY_ONCE
             └─ side: LedgerEntry (one per charge, hash-chained) keyed by ledger id → ledger
                                                                   KafkaSink EXACTLY_ONCE (compacted)
 

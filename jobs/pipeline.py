@@ -89,8 +89,8 @@ def build_pipeline(
     if not isinstance(initial_ledger, bytes) or not initial_ledger:
         raise ValueError("initial_ledger: read the ledger topic to its end first (read_ledger); got none")
     from privstream.operators.combine_operator import EpochCombineFunction
-    from privstream.operators.kafka_io import BYTES, events_source, kafka_sink, stamped
-    from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction
+    from privstream.operators.kafka_io import events_source, kafka_sink, stamped
+    from privstream.operators.release_operator import LEDGER, SKETCHES, ReleaseFunction, encode_releases
     from privstream.operators.shard_keys import process_by_shard
     from privstream.operators.shard_operator import DEAD_LETTERS
     from privstream.operators.sketch_operator import ShardSketchFunction
@@ -141,7 +141,7 @@ def build_pipeline(
                 lease=ledger_lease(config, PrivacyLedger.from_bytes(initial_ledger).writer),
                 submission_key=hooks.submission_key or new_noise_key(),
             ),
-            output_type=BYTES,
+            output_type=Types.PICKLED_BYTE_ARRAY(),  # typed Release / ReleaseRefusal until the edge
         )
         .uid("release")
         .name("release + ledger")
@@ -158,7 +158,11 @@ def build_pipeline(
             )
         ).uid(f"sink-{what}").name(f"kafka sink {topic}").set_parallelism(1)
 
-    sink(stamped(releases, run_id, "releases"), config.releases_topic, "releases")
+    sink(
+        stamped(encode_releases(releases, config.policy), run_id, "releases"),
+        config.releases_topic,
+        "releases",
+    )
     sink(releases.get_side_output(LEDGER), config.ledger_topic, "ledger", keyed=True)
     sink(stamped(dead_letters, run_id, "dlq"), config.dlq, "dlq")
     if hooks.expose_sketches_topic:  # TESTS/AUDIT ONLY: the pre-noise sketches are NOT private

@@ -153,9 +153,7 @@ class EpochReleaser:
         outcome, entry = self.decide(merged)
         if outcome is None:
             return None, None
-        if isinstance(outcome, ReleaseRefusal):
-            return encode("ReleaseRefused", outcome.record()), None
-        return encode("Release", release_record(outcome, merged.epoch, self.policy)), entry
+        return encode_outcome(outcome, self.policy), entry
 
     def decide(self, merged: EpochReleaseInput) -> tuple[Release | ReleaseRefusal | None, bytes | None]:
         """The typed outcome of epoch ``merged``: its :class:`~privstream.mechanisms.Release` (the
@@ -272,6 +270,16 @@ def _window(epoch: int, policy: EpochPolicy) -> tuple[int, int] | None:
     return (
         (epoch * policy.length_ms, (epoch + 1) * policy.length_ms) if isinstance(policy, TimeEpochs) else None
     )
+
+
+def encode_outcome(outcome: Release | ReleaseRefusal, policy: EpochPolicy) -> bytes:
+    """The job's edge: an epoch's typed outcome (:meth:`EpochReleaser.decide`) as its releases-topic
+    message, an Avro ``Release`` or ``ReleaseRefused``."""
+    if isinstance(outcome, ReleaseRefusal):
+        return encode("ReleaseRefused", outcome.record())
+    if outcome.epoch is None:
+        raise ValueError("outcome: a release of the heavy-hitters path carries its epoch")
+    return encode("Release", release_record(outcome, outcome.epoch, policy))
 
 
 def release_record(result: Any, epoch: int, policy: EpochPolicy) -> dict[str, Any]:

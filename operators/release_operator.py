@@ -6,10 +6,11 @@ starts from ``initial_ledger`` (the state the launcher established from the ``le
 :func:`~privstream.connectors.ledger_topic.read_ledger`, read to its end, so a new job never forgets
 budget spent by an earlier one); a job restored from a savepoint or checkpoint takes the more
 advanced of its restored ledger and the topic's, so restoring an older savepoint never forgets
-charges recorded after it. Main output: Avro ``Release`` bytes (``ReleaseRefused`` for an epoch the
-exhausted budget refuses), or with ``typed`` the objects themselves
-(:class:`~privstream.mechanisms.Release`, :class:`~privstream.operators.release_logic.ReleaseRefusal`:
-the public operators of :mod:`privstream.flink`); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
+charges recorded after it. Main output: typed objects, one per epoch
+(:class:`~privstream.mechanisms.Release`, or a :class:`~privstream.operators.release_logic.ReleaseRefusal`
+for an epoch the exhausted budget refuses), for the public operators of :mod:`privstream.flink`
+and the heavy-hitters job alike (the job encodes them at its edge, before the releases sink:
+:func:`encode_releases`); side output ``LEDGER``: ``Row(ledger_id, LedgerEntry)``, one per charge,
 for the compacted topic (while it runs, the operator also heartbeats on that topic as the
 ledger's writer: :mod:`~privstream.connectors.ledger_lease`); side output ``SKETCHES``
 (only with ``hooks.expose_sketches_topic``, TESTS/AUDIT ONLY: it is *not* private) the pre-noise
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from privstream.connectors.avro_codec import encode
@@ -29,7 +31,7 @@ from privstream.connectors.ledger_lease import Heartbeat, LedgerLease
 from privstream.operators.epochs import EpochPolicy
 from privstream.operators.kafka_io import BYTES, KEYED_BYTES
 from privstream.operators.metrics import OperatorMetrics, micros
-from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, reconcile_ledgers
+from privstream.operators.release_logic import EpochReleaser, ReleaseConfig, encode_outcome, reconcile_ledgers
 from privstream.operators.shard_logic import EpochReleaseInput
 from privstream.operators.sketch_spec import SketchSpec
 from privstream.operators.test_hooks import TestHooks
@@ -54,10 +56,8 @@ class ReleaseFunction(KeyedProcessFunction):
         hooks: TestHooks | None = None,
         lease: LedgerLease | None = None,
         submission_key: bytes | None = None,
-        typed: bool = False,
     ) -> None:
         self.config = config
-        self.typed = typed
         self.spec = spec
         self.policy = policy
         self.initial_ledger = initial_ledger
@@ -117,7 +117,7 @@ class ReleaseFunction(KeyedProcessFunction):
         )
         if self.expose_sketches:
             yield from ((SKETCHES, snapshot) for snapshot in self._snapshots(merged))
-        outcome, ledger_entry = releaser.decide(merged) if self.typed else releaser.release(merged)
+        outcome, ledger_entry = releaser.decide(merged)
         ledger = releaser.ledger.to_bytes()
         self.ledger.update(ledger)
         # a charge (its ledger entry) is a release; an epoch without one was refused (budget
@@ -150,6 +150,21 @@ class ReleaseFunction(KeyedProcessFunction):
             )
             for shard, sketch in sketches
         ]
+
+
+def encode_releases(releases: Any, policy: EpochPolicy) -> Any:
+    """The heavy-hitters job's edge: ``releases`` (the typed outcomes of :class:`ReleaseFunction`) as
+    Avro ``Release``/``ReleaseRefused`` bytes for the releases topic
+    (:func:`~privstream.operators.release_logic.encode_outcome`). Not chained to the release
+    operator: PyFlink hands a chained Python function its upstream's side outputs too
+    (:data:`privstream.flink.streams.SIDE_OUTPUT_LEAK`), and the ledger entries must not reach it."""
+    return (
+        releases.map(partial(encode_outcome, policy=policy), output_type=BYTES)
+        .uid("release-encode")
+        .name("encode releases (Avro)")
+        .set_parallelism(1)
+        .disable_chaining()
+    )
 
 
 def _spent(ledger: Any) -> float:

@@ -295,9 +295,7 @@ def _build(
     releases = (
         merged.key_by(lambda _: 0, key_type=Types.INT())
         .process(
-            ReleaseFunction(
-                config, spec, epochs, initial, lease=lease, submission_key=new_noise_key(), typed=True
-            ),
+            ReleaseFunction(config, spec, epochs, initial, lease=lease, submission_key=new_noise_key()),
             output_type=PICKLED,
         )
         .name(f"{name}: release + ledger")
