@@ -43,7 +43,9 @@ EXAMPLE_PATHS = {
     "privstream/pdch-bf/v1",
 }
 
-CAMEL = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")
+#: CamelCase: ``ReleaseFunction``; or led by an acronym: ``DPSWParams``, ``GSHMParameters`` (not a
+#: plural acronym such as ``PCMSs``)
+CAMEL = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z]{2,}[a-z]{2,}[A-Za-z0-9]*\b")
 PATH = re.compile(r"\b((?:" + "|".join(PACKAGES) + r")/[\w./-]*\w)")
 
 
@@ -91,6 +93,7 @@ def test_the_checks_catch_a_renamed_class_and_a_moved_file() -> None:
     """The two patterns find what the issue found (``EpochReleaseFunction``, a wrong path)."""
     text = "EpochReleaseFunction, one key   privstream/operators/shard_keys.py"
     assert "EpochReleaseFunction" in CAMEL.findall(text) and "EpochReleaseFunction" not in _defined()
+    assert CAMEL.findall("DPSWParams, PCMSs, NDCG") == ["DPSWParams"]
     assert PATH.findall(text) == ["privstream/operators/shard_keys.py"]
     assert not (ROOT / "privstream/operators/shard_keys.py").exists()
 
