@@ -66,8 +66,8 @@ def events_source(
         f"off BIGINT METADATA FROM 'offset' VIRTUAL) WITH ({with_clause})"
     )
     # a SQL query (not from_path): its conversion sets the planner's per-thread metadata provider
-    # on the gateway thread that serves it (see _planned_on_this_thread)
-    return _planned_on_this_thread(lambda: t_env.to_data_stream(t_env.sql_query(f"SELECT * FROM {table}")))
+    # on the gateway thread that serves it (see planned_on_this_thread)
+    return planned_on_this_thread(lambda: t_env.to_data_stream(t_env.sql_query(f"SELECT * FROM {table}")))
 
 
 #: Errors of a plan served by a py4j gateway thread the environment was not set up on.
@@ -77,7 +77,7 @@ _OTHER_THREAD_ERRORS = (
 )
 
 
-def _planned_on_this_thread(plan: Any) -> Any:
+def planned_on_this_thread(plan: Any, *, kafka: bool = True) -> Any:
     """Run ``plan`` (which discovers the Kafka table factory and optimises the source's query) on
     whichever py4j gateway thread serves it. A later call can be served by another gateway thread
     than the environment's creation (py4j opens a connection per concurrent call, e.g. a
@@ -87,19 +87,22 @@ def _planned_on_this_thread(plan: Any) -> Any:
     metadata provider (``NullPointerException: metadataHandlerProvider``; set by a SQL query's
     conversion on the thread that converts it, as Flink's SQL gateway re-sets it per call). The
     jars are added just before; on either error both are set up again and the plan runs once more
-    (a failed plan registers nothing)."""
+    (a failed plan registers nothing). ``kafka=False``: a plan without the Kafka connector (the SQL
+    operator over a user's own tables): no jars, the same retry."""
     from privstream.connectors.flink_jars import connector_jar_urls
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-    jars = connector_jar_urls()
-    add_jars_to_context_class_loader(jars)
+    jars = connector_jar_urls() if kafka else []
+    if jars:
+        add_jars_to_context_class_loader(jars)
     try:
         return plan()
     except Exception as exc:  # py4j's Py4JJavaError
         if not any(error in str(exc) for error in _OTHER_THREAD_ERRORS):
             raise
         logger.warning("planning on another py4j gateway thread failed; retried once: %s", str(exc)[:200])
-        add_jars_to_context_class_loader(jars)
+        if jars:
+            add_jars_to_context_class_loader(jars)
         return plan()
 
 

@@ -38,6 +38,7 @@ from pyflink.table import StreamTableEnvironment, Table
 from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, private_heavy_hitters
 from privstream.flink.streams import PICKLED, check_argument, is_int
 from privstream.operators.epochs import TimeEpochs
+from privstream.operators.kafka_io import planned_on_this_thread
 from privstream.operators.release_logic import ReleaseRefusal
 
 #: the view's columns
@@ -146,7 +147,10 @@ def private_top_items(
     check_argument(
         "source", types[2], types[2] in TIME_TYPES, f"an event-time column of {'/'.join(TIME_TYPES)}"
     )
-    events = t_env.to_data_stream(table).map(_event, output_type=PICKLED).name("privstream: source rows")
+    # planned through the guard the jobs' source uses: a py4j gateway thread the environment was
+    # not created on lacks Calcite's metadata provider (an intermittent NullPointerException)
+    stream = planned_on_this_thread(lambda: t_env.to_data_stream(table), kafka=False)
+    events = stream.map(_event, output_type=PICKLED).name("privstream: source rows")
     out = private_heavy_hitters(
         events, epsilon=epsilon, delta=delta, k=k, epochs=TimeEpochs(window_ms), schedule=schedule,
         ledger=ledger, shards=shards, release_mode=release_mode, mechanism=mechanism, name=f"sql-{view}",
