@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from privstream.connectors.avro_codec import encode
 from privstream.connectors.dead_letter import dead_letter_record
 from privstream.operators.epochs import FINAL, EpochPolicy, ShardProgress
+from privstream.operators.kafka_io import BYTES
 from privstream.operators.metrics import OperatorMetrics
 from privstream.operators.payloads import EndPayload, Payload, PayloadError, WatermarkPayload, decode_payload
 from privstream.operators.shard_keys import ShardRouting
@@ -41,7 +42,6 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ListStateDescriptor, MapState, MapStateDescriptor, ValueStateDescriptor
 
 logger = logging.getLogger(__name__)
-BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
 DEAD_LETTERS = OutputTag("dead-letters", BYTES)
 #: typed mode's rejected elements: :class:`Rejected` objects
 REJECTED = OutputTag("rejected", Types.PICKLED_BYTE_ARRAY())

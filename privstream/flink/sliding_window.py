@@ -62,9 +62,10 @@ from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from privstream.connectors.avro_codec import decode
 from privstream.flink.heavy_hitters import InMemoryLedger, KafkaLedger, charge_once, check_ledger, check_name
 from privstream.flink.streams import PICKLED, Punctuation, ToShard, check_argument, check_stream, route
+from privstream.operators.kafka_io import BYTES
 from privstream.operators.payloads import EventPayload, WatermarkPayload
 from privstream.operators.shard_keys import process_by_shard
-from privstream.operators.shard_operator import BYTES, REJECTED, Rejected, TypedEvent
+from privstream.operators.shard_operator import REJECTED, Rejected, TypedEvent
 from privstream.operators.unflushed import UnflushedMessages
 from privstream.operators.window_logic import LedgerCharge, WindowSettings, WindowShardLogic
 
