@@ -25,6 +25,11 @@ def test_tiny_run_has_every_arm_part_and_claim(tiny: StudyRun) -> None:
     assert {r["part"] for r in runs} == {"epsilon", "window", "checkpoints"}
     assert sorted(r["window"] for r in runs if r["part"] == "window") == [2000, 4000]
     assert sorted(r["I"] for r in runs if r["part"] == "checkpoints") == [2, 3]
+    # the summary (the results page's table) keeps each |I| and each w apart: the page shows the
+    # MAE per |I| and per w that docs/eval.md quotes
+    summary = tiny.tables["summary"]
+    assert sorted(r["I"] for r in summary if r["part"] == "checkpoints") == [2, 3]
+    assert sorted(r["window"] for r in summary if r["part"] == "window") == [2000, 4000]
     for r in runs:
         assert 0 <= r["f1_0.005"] <= 1 and r["items_per_s"] > 0 and r["sketch_kb"] > 0
         if r["arm"] == dpsw.DPSW:

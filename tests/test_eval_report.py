@@ -102,3 +102,13 @@ def test_a_page_holds_several_runs_each_regenerated_by_its_own_command(tmp_path:
     assert main([*base, "--report", str(page), "--report-section", "!!"]) == 2
     assert main([*base, "--report-section", "Seed 3"]) == 2  # needs --report
     assert page.read_text() == text
+
+
+def test_the_run_table_names_every_workload_the_run_measured(tmp_path: Path) -> None:
+    """The page's Run table lists the workloads the tables hold, not only the settings' main ones:
+    chan's tiny run measures its ratings stream and its own theory stream (``part`` = theory)."""
+    page = tmp_path / "chan.md"
+    argv = ["eval", "chan", "--tiny", "--no-progress", "--out", str(tmp_path / "run")]
+    assert main([*argv, "--report", str(page)]) == 0
+    run_row = page.read_text().split("## Run", 1)[1].split("## Claims", 1)[0]
+    assert "ratings-sim:days=14,per_day=300,universe=300; zipf(1.2), n=40, one item per step" in run_row

@@ -96,6 +96,19 @@ def _parts(text: str) -> tuple[str | None, dict[str, str]]:
     return main, sections
 
 
+def _workloads_run(run: Any, settings: dict[str, Any]) -> list[str]:
+    """The workloads the run measured: every ``workload`` of its tables in order of first
+    appearance (optional default workloads that loaded and a study's own settings, such as chan's
+    theory stream, included); the settings' list when no table has the column."""
+    seen = [
+        str(row["workload"])
+        for name in ("runs", *(n for n in run.tables if n != "runs"))
+        for row in run.tables.get(name, ())
+        if row.get("workload") not in (None, "")
+    ]
+    return list(dict.fromkeys(seen)) or [str(w) for w in settings.get("workloads") or ()]
+
+
 def _run_body(run: Any, page: Path, plots_dir: Path, level: str) -> list[str]:
     """A run's part of the page: description, settings, claims, plots and summary; headings at
     ``level`` (``"##"`` for the main run, ``"###"`` in a section); ``plots_dir`` is cleared and
@@ -121,7 +134,7 @@ def _run_body(run: Any, page: Path, plots_dir: Path, level: str) -> list[str]:
                 {
                     "seed": meta["seed"],
                     "tiny": meta["tiny"],
-                    "workloads": ", ".join(map(str, settings.get("workloads") or ())),
+                    "workloads": "; ".join(_workloads_run(run, settings)),
                     "k": ", ".join(map(str, settings.get("ks") or ())),
                     "ε": ", ".join(map(str, settings.get("epsilons") or ())),
                     "δ": settings.get("delta"),

@@ -428,7 +428,7 @@ def run(ctx: StudyContext) -> StudyOutput:
     first = workloads[0].name
     return StudyOutput(
         runs=runs,
-        summary_by=("part", "workload", "arm", "epsilon", "window"),
+        summary_by=("part", "workload", "arm", "epsilon", "window", "I"),
         claims=_claims(runs, first),
         plots=_plots(),
     )
