@@ -93,13 +93,18 @@ def build(env: Any, config: ContinualConfig) -> None:
     t_env = StreamTableEnvironment.create(env)
     prefix = re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-continual-{config.topic}")
     events = events_source(
-        t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-nodes", table="events"
+        t_env,
+        bootstrap=config.bootstrap,
+        topic=config.topic,
+        group_id=f"{prefix}-nodes",
+        table="events",
+        shards=config.settings.nodes,
     )
     updates = (
         process_by_shard(
             events,
             config.settings.nodes,
-            lambda r: r[1],
+            None,  # keyed by partition in the source (events_source)
             ContinualNodeFunction(config.settings, config.topic, config.hooks),
             BYTES,
         )

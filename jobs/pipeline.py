@@ -106,12 +106,13 @@ def build_pipeline(
         topic=config.topic,
         group_id=config.group_id,
         stop_offsets=stop_offsets,
+        shards=shards,
     )
     shard_sketches = (
         process_by_shard(
             rows,
             shards,
-            lambda r: r[1],
+            None,  # keyed by partition in the source (events_source)
             ShardSketchFunction(config.spec, config.policy, config.topic, hooks, shards),
             None,
         )

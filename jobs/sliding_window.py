@@ -161,10 +161,13 @@ def build(env: Any, config: SlidingWindowConfig) -> None:
         raise ValueError("settings.charge: charge the ledger first (prepare); no release goes uncovered")
     t_env = StreamTableEnvironment.create(env)
     prefix = re.sub(r"[^A-Za-z0-9._-]", "-", f"privstream-window-{config.ledger_id}")
-    rows = events_source(t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-shards")
+    shards = config.settings.shards
+    rows = events_source(
+        t_env, bootstrap=config.bootstrap, topic=config.topic, group_id=f"{prefix}-shards", shards=shards
+    )
     function = WindowShardFunction(config.settings, config.topic, config.hooks)
     releases = (
-        process_by_shard(rows, config.settings.shards, lambda r: r[1], function, BYTES)
+        process_by_shard(rows, shards, None, function, BYTES)  # keyed by partition in the source
         .uid("dpsw-shard-2")
         .name("DPSW-Sketch per shard (keyed by partition)")
         .set_parallelism(config.parallelism)

@@ -42,9 +42,18 @@ def events_source(
     group_id: str,
     stop_offsets: dict[int, int] | None = None,
     table: str = "privstream_events",
+    shards: int | None = None,
 ) -> DataStream:
     """Rows ``(payload, part, off)`` from ``topic`` starting at the earliest offset (``table``: the
-    temporary table's name; one per source of a job)."""
+    temporary table's name; one per source of a job).
+
+    ``shards``: the rows keyed by their partition's routing key (partition p = shard p,
+    :func:`~privstream.operators.shard_keys.shard_keys`), for
+    :func:`~privstream.operators.shard_keys.process_by_shard`. The key is computed by the source's
+    SQL query and the stream keyed by Flink's own key selector, all in the JVM: a Python key selector
+    (``key_by(lambda …)``) would add a Python operator at the source's parallelism (1) that every
+    event passes through before the exchange. A partition outside ``0 … shards − 1`` (one added
+    after the job started) gets key −1, which the shard operator refuses loudly."""
     options = {
         "connector": "kafka",
         "topic": sql_option_value(topic, "topic"),
@@ -67,7 +76,28 @@ def events_source(
     )
     # a SQL query (not from_path): its conversion sets the planner's per-thread metadata provider
     # on the gateway thread that serves it (see planned_on_this_thread)
-    return planned_on_this_thread(lambda: t_env.to_data_stream(t_env.sql_query(f"SELECT * FROM {table}")))
+    if shards is None:
+        return planned_on_this_thread(lambda: t_env.to_data_stream(t_env.sql_query(f"SELECT * FROM {table}")))
+    return _keyed_by_partition(t_env, table, shards)
+
+
+def _keyed_by_partition(t_env: StreamTableEnvironment, table: str, shards: int) -> Any:
+    """:func:`events_source`'s keyed form: ``SELECT <routing key of part> AS k, ROW(payload, part,
+    off) AS v`` as ``Row(k, v)`` (a ``RowTypeInfo``, which PyFlink's keyed operators take), keyed by
+    field 0 with PyFlink's own ``KeyByKeySelector`` and key type ``ROW<INT>`` exactly as
+    ``DataStream.key_by`` keys its ``Row(key, value)``, so the keys' key groups, the state's key
+    serializer and the keyed function's ``value`` (``v``) are what ``key_by`` gives."""
+    from privstream.operators.shard_keys import shard_keys
+    from pyflink.datastream.data_stream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    cases = " ".join(f"WHEN {p} THEN {key}" for p, key in enumerate(shard_keys(shards)))
+    query = f"SELECT CASE part {cases} ELSE -1 END AS k, ROW(payload, part, off) AS v FROM {table}"
+    with_key = Types.ROW([Types.INT(), SOURCE_ROW])
+    rows = planned_on_this_thread(lambda: t_env.to_append_stream(t_env.sql_query(query), with_key))
+    selector = get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector()
+    j_keyed = rows._j_data_stream.keyBy(selector, Types.ROW([Types.INT()]).get_java_type_info())
+    return KeyedStream(j_keyed, SOURCE_ROW, rows)
 
 
 #: Errors of a plan served by a py4j gateway thread the environment was not set up on.

@@ -106,16 +106,14 @@ class ShardRouting:
 
 
 def process_by_shard(
-    stream: Any, shards: int, shard_of: Callable[[Any], int], function: Any, output_type: Any
+    stream: Any, shards: int, shard_of: Callable[[Any], int] | None, function: Any, output_type: Any
 ) -> Any:
     """``stream`` keyed by each element's shard's routing key (``shard_of``: the element's shard),
     processed by ``function`` at :data:`MAX_PARALLELISM` key groups: the one way every per-shard
-    operator is keyed."""
+    operator is keyed. ``shard_of=None``: ``stream`` is keyed by the routing keys already (the jobs'
+    Kafka source, :func:`~privstream.operators.kafka_io.events_source` with ``shards``)."""
     from pyflink.common import Types
 
     keys = shard_keys(shards)
-    return (
-        stream.key_by(lambda value: keys[shard_of(value)], key_type=Types.INT())
-        .process(function, output_type=output_type)
-        .set_max_parallelism(MAX_PARALLELISM)
-    )
+    keyed = stream if shard_of is None else stream.key_by(lambda v: keys[shard_of(v)], key_type=Types.INT())
+    return keyed.process(function, output_type=output_type).set_max_parallelism(MAX_PARALLELISM)

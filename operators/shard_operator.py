@@ -220,6 +220,11 @@ class ShardFunction(KeyedProcessFunction):
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         shard = int(TypedEvent(*value).shard if self.typed else value[1])
+        if not 0 <= shard < self.shards:  # a Kafka partition added after the job started
+            raise ValueError(
+                f"partition {shard}: this job was started for {self.shards} partitions (shards) of "
+                f"{self.topic!r}; restart it with the topic's partition count"
+            )
         yield from self._measured(shard, self._process_element(value, ctx))
 
     def _process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:

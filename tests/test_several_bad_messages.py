@@ -345,3 +345,17 @@ def test_ldp_several_malformed_reports_interleaved() -> None:
     assert "not an LdpReport (EventBatch)" in letters[7]["error"]
     assert "not an LdpReport (UserSetEvent)" in letters[12]["error"]
     assert logic.server.n - start == 16 - len(bad)  # exactly the good reports were applied
+
+
+@pytest.mark.parametrize("partition", [SHARDS, -1])
+def test_a_partition_the_job_was_not_started_for_fails_the_job_naming_it(partition: int) -> None:
+    """The source keys a partition outside 0 … shards − 1 (added to the topic after the start) by
+    −1; its message fails the job loudly, before anything reads or counts it, never silently joins
+    a shard (which would break partition = shard)."""
+    sketches, progress = MapStateStub(), ValueStateStub()
+    function = shard_function(SketchSpec("mg", 8), sketches, progress)
+    with pytest.raises(
+        ValueError, match=rf"^partition {partition}: this job was started for {SHARDS} partitions"
+    ):
+        next(function.process_element((batch(OWN[:2], 10), partition, 0), ContextStub()))
+    assert progress.value() is None and not sketches.data
