@@ -698,8 +698,14 @@ MODULES: tuple[Module, ...] = (
         # to every epoch it completes and completes epochs in a fixed order from data-independent
         # progress (EpochMerger), and the releaser publishes nothing for a refused epoch and charges
         # before it draws noise (EpochReleaser.decide). Also what a shard counts into which epoch
-        # and what survives a flush. Not: encoding, logging, the keyed-noise contexts (keys unit).
+        # and what survives a flush; and the edge that states the outcome: a refusal is published
+        # as a ReleaseRefused, a release's record carries its own ε, δ, relation, privacy unit,
+        # epoch and time window (encode_outcome, release_record, _window). Not: the Avro codec,
+        # logging, the keyed-noise contexts (keys unit).
         functions=(
+            "encode_outcome",
+            "release_record",
+            "_window",
             "ShardSketcher._open_sketch",
             "ShardSketcher.flush",
             "ShardSketcher._take",

@@ -293,3 +293,42 @@ def test_the_noise_seed_is_a_test_hook_not_a_release_setting() -> None:
     assert seeded[0] == seeded[1] == [{"item": x, "count": c} for x, c in core.items] and core.items
     releaser = EpochReleaser(CONFIG, PER_SHARD, policy, hooks=TestHooks())  # hooks without a seed
     assert releaser._rng(_per_shard_epoch(4, shards)) is None  # the entry point's CSPRNG
+
+
+def test_the_edge_record_states_the_releases_own_guarantee_and_window() -> None:
+    """encode_outcome / release_record: the Avro ``Release`` carries the typed release's items, ε,
+    δ, mechanism, relation, privacy unit and epoch, and a time epoch's [start, end) window (none
+    for count epochs); a refusal goes out as a ``ReleaseRefused``; a release without its epoch is an
+    error, never a message for the wrong epoch."""
+    from dataclasses import replace
+
+    from privstream.operators.release_logic import ReleaseRefusal, encode_outcome
+
+    policy = TimeEpochs(1000)
+    releaser = EpochReleaser(CONFIG, SPEC, policy, hooks=TestHooks(noise_seed=3))
+    outcome, _ = releaser.decide(_merged(2))
+    assert outcome is not None and outcome.epoch == 2
+    import time
+
+    before = int(time.time() * 1000)
+    schema, record = decode(encode_outcome(outcome, policy))
+    assert schema == "Release"
+    assert before <= record["release_time"] <= int(time.time() * 1000)  # ms since the epoch
+    assert record["items"] == [{"item": i, "count": int(c)} for i, c in outcome.items]
+    assert (
+        (record["epsilon"], record["delta"]) == (float(outcome.epsilon), float(outcome.delta)) == (1.0, 1e-6)
+    )
+    assert record["mechanism"] == str(outcome.mechanism) and record["mechanism"] in (
+        "gshm",
+        "laplace_threshold",
+    )
+    assert record["neighbour_relation"] == outcome.relation.render()
+    assert record["privacy_unit"] == str(outcome.privacy_unit) == "event"
+    assert (record["epoch"], record["window_start"], record["window_end"]) == (2, 2000, 3000)
+    assert noise_error(record["error_bound"]) == pytest.approx(noise_error(outcome.error_bound.to_dict()))
+    counted = decode(encode_outcome(outcome, CountEpochs(1000)))[1]
+    assert (counted["epoch"], counted["window_start"], counted["window_end"]) == (2, None, None)
+    with pytest.raises(ValueError, match="epoch"):
+        encode_outcome(replace(outcome, epoch=None), policy)
+    refusal = ReleaseRefusal(BUDGET_EXHAUSTED, "d", "hh/x", 4, 4000, 5000, 1.0, 1e-6, 2.0, 2e-6, 2.0, 2e-6, 7)
+    assert decode(encode_outcome(refusal, policy)) == ("ReleaseRefused", {**refusal.record(), "run_id": None})
