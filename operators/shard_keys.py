@@ -114,6 +114,9 @@ def process_by_shard(
     Kafka source, :func:`~privstream.operators.kafka_io.events_source` with ``shards``)."""
     from pyflink.common import Types
 
-    keys = shard_keys(shards)
-    keyed = stream if shard_of is None else stream.key_by(lambda v: keys[shard_of(v)], key_type=Types.INT())
+    if shard_of is None:
+        keyed = stream
+    else:
+        keys = shard_keys(shards)
+        keyed = stream.key_by(lambda v: keys[shard_of(v)], key_type=Types.INT())
     return keyed.process(function, output_type=output_type).set_max_parallelism(MAX_PARALLELISM)

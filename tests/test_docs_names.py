@@ -19,6 +19,7 @@ up here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,23 +102,25 @@ def _file_names() -> set[str]:
     }
 
 
-def test_every_camel_case_name_in_the_docs_exists() -> None:
-    defined = _defined()
-    drift = sorted(
+def _unknown(pattern: re.Pattern[str], known: Callable[[str], bool]) -> list[str]:
+    """``page: name`` for every match of ``pattern`` in the pages that ``known`` does not accept."""
+    return sorted(
         f"{page.relative_to(ROOT)}: {name}"
         for page in _pages()
-        for name in set(CAMEL.findall(page.read_text(encoding="utf-8")))
-        if name not in defined and name not in OUTSIDE
+        for name in set(pattern.findall(page.read_text(encoding="utf-8")))
+        if not known(name)
     )
+
+
+def test_every_camel_case_name_in_the_docs_exists() -> None:
+    defined = _defined()
+    drift = _unknown(CAMEL, lambda name: name in defined or name in OUTSIDE)
     assert not drift, f"names the project does not define (renamed? add outside names to OUTSIDE): {drift}"
 
 
 def test_every_repository_path_in_the_docs_exists() -> None:
-    missing = sorted(
-        f"{page.relative_to(ROOT)}: {path}"
-        for page in _pages()
-        for path in set(PATH.findall(page.read_text(encoding="utf-8")))
-        if not (ROOT / path).exists() and path not in EXAMPLE_PATHS and not path.endswith("_")
+    missing = _unknown(
+        PATH, lambda path: (ROOT / path).exists() or path in EXAMPLE_PATHS or path.endswith("_")
     )
     assert not missing, f"paths that do not exist: {missing}"
 
@@ -125,14 +128,11 @@ def test_every_repository_path_in_the_docs_exists() -> None:
 def test_every_bare_file_name_in_the_docs_exists_or_is_written_by_the_code() -> None:
     names = _file_names()
     code = "\n".join(p.read_text(encoding="utf-8", errors="ignore") for p in _code_files())
-    missing = sorted(
-        f"{page.relative_to(ROOT)}: {name}"
-        for page in _pages()
-        for name in set(FILE.findall(page.read_text(encoding="utf-8")))
-        if name not in names
-        and name not in OUTSIDE_FILES
-        and name not in code
-        and f'"{Path(name).stem}"' not in code  # a study's table NAME, written as NAME.csv
+    missing = _unknown(
+        FILE,
+        lambda name: (
+            name in names or name in OUTSIDE_FILES or name in code or f'"{Path(name).stem}"' in code
+        ),  # a study's table NAME, written as NAME.csv
     )
     assert not missing, f"file names that no file has and no code writes: {missing}"
 
@@ -141,12 +141,7 @@ def test_every_snake_case_name_in_the_docs_occurs_in_the_code() -> None:
     words = {
         w for p in _code_files() for w in re.findall(r"\w+", p.read_text(encoding="utf-8", errors="ignore"))
     }
-    drift = sorted(
-        f"{page.relative_to(ROOT)}: {name}"
-        for page in _pages()
-        for name in set(SNAKE.findall(page.read_text(encoding="utf-8")))
-        if name not in words and name not in OUTSIDE_SNAKE
-    )
+    drift = _unknown(SNAKE, lambda name: name in words or name in OUTSIDE_SNAKE)
     assert not drift, f"names that occur nowhere in the code (renamed?): {drift}"
 
 

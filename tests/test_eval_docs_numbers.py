@@ -244,11 +244,13 @@ def _number(cell: str) -> float | None:
         return None
 
 
-def _bound_cells(page: str, column: str, where: dict[str, str]) -> list[float]:
-    """The numbers in ``column`` of every row (of any table) whose cells include ``where``."""
+def _bound_cells(
+    tables: list[tuple[str, list[dict[str, str]]]], column: str, where: dict[str, str]
+) -> list[float]:
+    """The numbers in ``column`` of every row (of any of ``tables``) whose cells include ``where``."""
     return [
         value
-        for _, rows in _tables(page)
+        for _, rows in tables
         for row in rows
         if column in row and all(row.get(k) == v for k, v in where.items())
         if (value := _number(row[column])) is not None
@@ -258,12 +260,9 @@ def _bound_cells(page: str, column: str, where: dict[str, str]) -> list[float]:
 def _drift(study: str) -> list[str]:
     """The quotes of the study's section that neither its Run/Claims tables nor their bound cells
     hold, and that are not listed as not measured."""
-    page = (ROOT / "docs" / "eval" / f"{study}.md").read_text(encoding="utf-8")
+    tables = _tables((ROOT / "docs" / "eval" / f"{study}.md").read_text(encoding="utf-8"))
     evidence = "\n".join(
-        " | ".join(row.values())
-        for heading, rows in _tables(page)
-        if heading in ("Run", "Claims")
-        for row in rows
+        " | ".join(row.values()) for heading, rows in tables if heading in ("Run", "Claims") for row in rows
     )
     drift = []
     for quote in _unmatched(_sections()[study], evidence):
@@ -273,7 +272,7 @@ def _drift(study: str) -> list[str]:
             drift.append(f"{quote} (in no Run or Claims table, bound to no cell)")
             continue
         column, where = BOUND[study][quote]
-        cells = _bound_cells(page, column, where)
+        cells = _bound_cells(tables, column, where)
         (match,) = _quotes(quote)
         x, half = _value(match)
         if not any(_close(x, half, match[4], y) for y in cells):
@@ -313,7 +312,8 @@ def test_the_check_reads_numbers_to_their_quoted_precision() -> None:
 
 def test_a_bound_number_is_checked_against_its_own_cell_only() -> None:
     page = "## Summary\n\n| workload | arm | mae |\n|---|---|---|\n| z | a | 677.4 |\n| z | b | 150.4 |\n"
-    assert _bound_cells(page, "mae", {"arm": "a"}) == [677.4]
-    assert _bound_cells(page, "mae", {"arm": "c"}) == []
+    tables = _tables(page)
+    assert _bound_cells(tables, "mae", {"arm": "a"}) == [677.4]
+    assert _bound_cells(tables, "mae", {"arm": "c"}) == []
     assert not _unmatched("150", page)  # somewhere on the page, but not in a's cell:
-    assert not any(_close(150, 0.5, None, y) for y in _bound_cells(page, "mae", {"arm": "a"}))
+    assert not any(_close(150, 0.5, None, y) for y in _bound_cells(tables, "mae", {"arm": "a"}))
